@@ -1,0 +1,301 @@
+package ferry
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// bytes hands out fuzz input a byte at a time, zeros once it runs out.
+type bytes struct{ b []byte }
+
+func (r *bytes) next() int {
+	if len(r.b) == 0 {
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return int(v)
+}
+
+func (r *bytes) more() bool { return len(r.b) > 0 }
+
+// fuzzLimits decodes a small configuration, so that limits are hit often.
+func fuzzLimits(r *bytes) limits {
+	lim := limits{
+		batchSize:    1 + r.next()%5,
+		batchWeight:  int64(r.next() % 9),
+		queued:       1 + r.next()%12,
+		queuedWeight: int64(r.next() % 21),
+		direct:       r.next()%2 == 1,
+	}
+	if d := r.next() % 4; d > 0 {
+		lim.delay = time.Duration(d*3) * time.Millisecond
+	}
+	return lim
+}
+
+// checkState verifies the core's invariants by walking all of it.
+func checkState[K comparable, E any](s *state[K, E]) error {
+	queued, busy, nready := 0, 0, 0
+	var weight int64
+	for k, l := range s.lanes {
+		if l.key != k {
+			return fmt.Errorf("lane %v is filed under %v", l.key, k)
+		}
+		n := l.items.len()
+		var w int64
+		var prev *item[E]
+		bad := false
+		l.items.each(func(it item[E]) {
+			if prev != nil && !itemLess(*prev, it) || it.weight < 0 {
+				bad = true
+			}
+			prev = &it
+			w += it.weight
+		})
+		if bad {
+			return fmt.Errorf("lane %v: items out of order", k)
+		}
+		if w != l.weight {
+			return fmt.Errorf("lane %v: weight %d, items weigh %d", k, l.weight, w)
+		}
+		q := &l.items
+		if q.tree == nil && q.run.Len() > 0 && (q.run.Front().weight == dead || q.run.Back().weight == dead) {
+			return fmt.Errorf("lane %v: a tombstone at an end", k)
+		}
+		if q.dead > q.run.Len()-q.dead {
+			return fmt.Errorf("lane %v: %d tombstones, %d live", k, q.dead, q.run.Len()-q.dead)
+		}
+		queued += n
+		weight += w
+		switch l.phase {
+		case phaseBusy:
+			busy++
+		case phaseReady:
+			nready++
+			if n == 0 {
+				return fmt.Errorf("lane %v: ready and empty", k)
+			}
+		case phaseWaiting:
+			if n == 0 {
+				return fmt.Errorf("lane %v: waiting and empty", k)
+			}
+			if r, ok := s.waiting.Get(waitRef[K, E]{due: l.due, seq: l.ref}); !ok || r.l != l {
+				return fmt.Errorf("lane %v: waiting but not in the waiting tree", k)
+			}
+			if l.due != s.deadline(l) {
+				return fmt.Errorf("lane %v: due %d, oldest input gives %d", k, l.due, s.deadline(l))
+			}
+			if s.full(l) {
+				return fmt.Errorf("lane %v: waiting though full", k)
+			}
+		default:
+			return fmt.Errorf("lane %v: empty and idle, yet kept", k)
+		}
+	}
+	if queued != s.queued || weight != s.weight || busy != s.busy || nready != s.nready {
+		return fmt.Errorf("totals queued=%d weight=%d busy=%d ready=%d, lanes sum to %d %d %d %d",
+			s.queued, s.weight, s.busy, s.nready, queued, weight, busy, nready)
+	}
+	waitingLanes := 0
+	var err error
+	s.waiting.Ascend(func(r waitRef[K, E]) bool {
+		waitingLanes++
+		if r.l.phase != phaseWaiting || r.l.ref != r.seq || s.lanes[r.l.key] != r.l {
+			err = fmt.Errorf("waiting tree holds a lane that is not waiting")
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if (s.closed || s.flushing) && waitingLanes > 0 {
+		return fmt.Errorf("%d lanes wait after drain or flush", waitingLanes)
+	}
+	if s.closed && queued > 0 {
+		return fmt.Errorf("%d inputs wait after drain", queued)
+	}
+	return nil
+}
+
+// runState applies the operations coded in data to a state and to the model,
+// and fails at the first difference or broken invariant.
+func runState(t *testing.T, data []byte) {
+	r := &bytes{data}
+	lim := fuzzLimits(r)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
+	s := newState[string, int](lim, t0)
+	m := &model{lim: lim, t0: t0}
+	keys := []string{"a", "b", "c", "d"}
+	var entries []fuzzEntry
+	var busy []string // keys with a call in flight, in the order they became busy
+	var buf []int
+	step := 0
+	for r.more() && step < 400 {
+		step++
+		op := r.next() % 10
+		what := ""
+		switch op {
+		case 0, 1, 2: // admit
+			key := keys[r.next()%len(keys)]
+			weight := int64(r.next() % 6)
+			if weight == 5 {
+				weight = 9 // heavier than most batch limits
+			}
+			rank := int64(r.next() % 3)
+			at := now.Add(-time.Duration(r.next()%3) * time.Millisecond)
+			e := len(entries)
+			got, tk := s.admit(key, weight, rank, at, e)
+			want := m.admit(key, weight, rank, at, e)
+			entries = append(entries, fuzzEntry{key, tk, weight, rank})
+			what = fmt.Sprintf("admit(%s w=%d r=%d at=%v) = %d", key, weight, rank, at.Sub(t0), got)
+			if got != want {
+				t.Fatalf("step %d: %s, model says %d", step, what, want)
+			}
+			if got == claimed {
+				busy = append(busy, key)
+			}
+		case 3, 4: // take
+			key, batch, ok := s.take(now, buf[:0])
+			buf = batch
+			mkey, mbatch, mok := m.take(now)
+			what = fmt.Sprintf("take = %s %v %v", key, batch, ok)
+			if ok != mok || ok && (key != mkey || !slices.Equal(batch, mbatch)) {
+				t.Fatalf("step %d: %s, model says %s %v %v", step, what, mkey, mbatch, mok)
+			}
+			if ok {
+				if slices.Contains(busy, key) {
+					t.Fatalf("step %d: took %s while it was busy", step, key)
+				}
+				if err := checkBatch(lim, entries, batch); err != nil {
+					t.Fatalf("step %d: %s: %v", step, what, err)
+				}
+				busy = append(busy, key)
+			}
+		case 5: // release
+			if len(busy) == 0 {
+				continue
+			}
+			i := r.next() % len(busy)
+			key := busy[i]
+			busy = slices.Delete(busy, i, i+1)
+			s.release(key, now)
+			m.release(key, now)
+			what = "release " + key
+		case 6: // drop
+			if len(entries) == 0 {
+				continue
+			}
+			e := r.next() % len(entries)
+			got, ok := s.drop(entries[e].key, entries[e].t)
+			mok := m.drop(entries[e].key, e)
+			what = fmt.Sprintf("drop %d = %v", e, ok)
+			if ok != mok || ok && got != e {
+				t.Fatalf("step %d: %s (entry %d), model says %v", step, what, got, mok)
+			}
+		case 7, 8: // time passes
+			now = now.Add(time.Duration(r.next()%8) * time.Millisecond)
+			what = fmt.Sprintf("now %v", now.Sub(t0))
+			if got, want := s.hasReady(now), len(m.ready) > 0 || m.anyDue(now); got != want {
+				t.Fatalf("step %d: hasReady = %v, model says %v", step, got, want)
+			}
+		case 9: // close, rarely
+			switch r.next() % 8 {
+			case 0:
+				got := s.drain(nil)
+				want := m.drain()
+				what = fmt.Sprintf("drain = %v", got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("step %d: %s, model says %v", step, what, want)
+				}
+			case 1:
+				s.flush()
+				m.flush()
+				what = "flush"
+			default:
+				continue
+			}
+		}
+		if err := checkState(s); err != nil {
+			t.Fatalf("step %d after %s: %v", step, what, err)
+		}
+		q, w, b, n := s.queued, s.weight, s.busy, len(s.lanes)
+		if q != m.queued || w != m.weight || b != m.busy || n != len(m.lanes) {
+			t.Fatalf("step %d after %s: queued %d weight %d busy %d lanes %d, model %d %d %d %d",
+				step, what, q, w, b, n, m.queued, m.weight, m.busy, len(m.lanes))
+		}
+		gt, gok := s.earliest()
+		mt, mok := m.earliest()
+		if gok != mok || gok && !gt.Equal(mt) {
+			t.Fatalf("step %d after %s: earliest %v %v, model %v %v", step, what, gt, gok, mt, mok)
+		}
+	}
+}
+
+type fuzzEntry struct {
+	key          string
+	t            ticket
+	weight, rank int64
+}
+
+// checkBatch verifies a batch against the limits and rank order: at least
+// one input, at most batchSize, within batchWeight unless it is a lone input,
+// ascending rank with ties in arrival (entry) order.
+func checkBatch(lim limits, entries []fuzzEntry, batch []int) error {
+	if len(batch) == 0 || len(batch) > lim.batchSize {
+		return fmt.Errorf("batch of %d, limit %d", len(batch), lim.batchSize)
+	}
+	var w int64
+	for i, e := range batch {
+		w += entries[e].weight
+		if i > 0 {
+			p := batch[i-1]
+			if entries[p].rank > entries[e].rank || entries[p].rank == entries[e].rank && p > e {
+				return fmt.Errorf("batch %v out of rank order", batch)
+			}
+		}
+	}
+	if len(batch) > 1 && lim.batchWeight > 0 && w > lim.batchWeight {
+		return fmt.Errorf("batch %v weighs %d, limit %d", batch, w, lim.batchWeight)
+	}
+	return nil
+}
+
+func (m *model) anyDue(now time.Time) bool {
+	for _, l := range m.lanes {
+		if l.waiting && !l.due.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzState runs random schedules of every transition against the naive model.
+func FuzzState(f *testing.F) {
+	for _, seed := range stateSeeds {
+		f.Add(seed)
+	}
+	f.Fuzz(runState)
+}
+
+// stateSeeds reach every transition: direct claims, full and partial lanes,
+// deadlines, drops of waiting and ready inputs, drain and flush.
+var stateSeeds = [][]byte{
+	// batch 2, weight 0, queued 5, no room weight, direct on, no delay: claims
+	{1, 0, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 3, 5, 0, 0, 1, 0, 0, 3, 5, 0},
+	// batch 3, weight 8, queued 11, room 20, delay 3ms: partial lanes wait
+	{2, 8, 10, 20, 0, 1, 0, 0, 1, 0, 2, 0, 1, 2, 1, 0, 7, 3, 3, 7, 1, 3, 5, 0, 3, 5, 0},
+	// heavy inputs, full by weight, drops, releases, then drain
+	{2, 4, 6, 12, 0, 2, 0, 1, 5, 0, 0, 1, 1, 0, 1, 2, 4, 2, 0, 6, 1, 3, 6, 0, 5, 0, 3, 9, 0, 5, 0},
+	// flush with waiting lanes, then release
+	{4, 0, 11, 0, 0, 3, 0, 0, 1, 0, 0, 1, 2, 1, 1, 2, 3, 0, 3, 9, 1, 3, 5, 0, 3, 5, 0, 0, 0, 1, 0, 0},
+	// room full by count and by weight
+	{1, 0, 1, 3, 0, 1, 0, 0, 2, 0, 0, 0, 2, 0, 0, 1, 4, 0, 0, 3, 5, 0, 0, 2, 5, 0, 0},
+	// deadline passes while busy
+	{2, 0, 8, 0, 0, 1, 0, 0, 1, 0, 0, 7, 5, 3, 0, 0, 1, 0, 7, 7, 5, 0, 3, 5, 0},
+	// drop the oldest input of a waiting lane: its deadline moves
+	{5, 0, 8, 0, 0, 2, 0, 0, 1, 0, 2, 7, 2, 0, 0, 1, 0, 0, 6, 0, 7, 3, 7, 3, 3},
+}

@@ -1,0 +1,250 @@
+package ferry
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// model is a deliberately naive waiting room, written from the design's rules
+// with plain slices and linear scans, to check state against. Entries are ints.
+type model struct {
+	lim      limits
+	t0       time.Time
+	lanes    []*mlane // in creation order
+	ready    []string // keys, first come first served
+	queued   int
+	weight   int64
+	busy     int
+	wseq     int // order in which lanes started waiting
+	aseq     int // arrival order
+	closed   bool
+	flushing bool
+}
+
+type mitem struct {
+	entry, rank, arrival int
+	at                   time.Time
+	weight               int64
+}
+
+type mlane struct {
+	key      string
+	items    []mitem // ascending rank, ties in arrival order
+	busy     bool
+	waiting  bool
+	due      time.Time
+	waitedAt int
+}
+
+func (m *model) lane(key string) *mlane {
+	for _, l := range m.lanes {
+		if l.key == key {
+			return l
+		}
+	}
+	return nil
+}
+
+func (m *model) remove(l *mlane) {
+	m.lanes = slices.DeleteFunc(m.lanes, func(x *mlane) bool { return x == l })
+	m.ready = slices.DeleteFunc(m.ready, func(k string) bool { return k == l.key })
+}
+
+// prefix is the batch rule, literally: the longest prefix that fits both
+// limits, at least one input.
+func (m *model) prefix(l *mlane) int {
+	n := 0
+	var w int64
+	for _, it := range l.items {
+		if n == m.lim.batchSize || n > 0 && m.lim.batchWeight > 0 && w+it.weight > m.lim.batchWeight {
+			break
+		}
+		n++
+		w += it.weight
+	}
+	return n
+}
+
+// full: the next batch could not grow.
+func (m *model) full(l *mlane) bool {
+	n := m.prefix(l)
+	var w int64
+	for _, it := range l.items[:n] {
+		w += it.weight
+	}
+	return n == m.lim.batchSize || m.lim.batchWeight > 0 && w >= m.lim.batchWeight || n < len(l.items)
+}
+
+func (m *model) deadline(l *mlane) time.Time {
+	oldest := l.items[0].at
+	for _, it := range l.items {
+		if it.at.Before(oldest) {
+			oldest = it.at
+		}
+	}
+	return oldest.Add(m.lim.delay)
+}
+
+func (m *model) toReady(l *mlane) {
+	l.waiting = false
+	m.ready = append(m.ready, l.key)
+}
+
+func (m *model) place(l *mlane, now time.Time) {
+	if m.lim.delay == 0 || m.flushing || m.full(l) || !m.deadline(l).After(now) {
+		m.toReady(l)
+		return
+	}
+	l.waiting, l.due, l.waitedAt = true, m.deadline(l), m.wseq
+	m.wseq++
+}
+
+func (m *model) admit(key string, weight, rank int64, at time.Time, e int) outcome {
+	if m.closed || m.flushing {
+		return refused
+	}
+	if m.lim.queuedWeight > 0 && weight > m.lim.queuedWeight {
+		return rejectedHeavy
+	}
+	l := m.lane(key)
+	if l == nil && m.lim.direct && m.lim.delay == 0 {
+		m.lanes = append(m.lanes, &mlane{key: key, busy: true})
+		m.busy++
+		return claimed
+	}
+	if m.queued >= m.lim.queued || m.lim.queuedWeight > 0 && m.weight+weight > m.lim.queuedWeight {
+		return rejectedFull
+	}
+	it := mitem{entry: e, rank: int(rank), arrival: m.aseq, at: at, weight: weight}
+	m.aseq++
+	m.queued++
+	m.weight += weight
+	fresh := l == nil
+	if fresh {
+		l = &mlane{key: key}
+		m.lanes = append(m.lanes, l)
+	}
+	i := 0
+	for i < len(l.items) && l.items[i].rank <= it.rank {
+		i++
+	}
+	l.items = slices.Insert(l.items, i, it)
+	switch {
+	case fresh:
+		m.place(l, at)
+	case l.waiting && m.full(l):
+		m.toReady(l)
+	case l.waiting:
+		l.due = m.deadline(l)
+	}
+	return admitted
+}
+
+func (m *model) promote(now time.Time) {
+	for {
+		var first *mlane
+		for _, l := range m.lanes {
+			if l.waiting && !l.due.After(now) &&
+				(first == nil || l.due.Before(first.due) || l.due.Equal(first.due) && l.waitedAt < first.waitedAt) {
+				first = l
+			}
+		}
+		if first == nil {
+			return
+		}
+		m.toReady(first)
+	}
+}
+
+func (m *model) take(now time.Time) (string, []int, bool) {
+	m.promote(now)
+	if len(m.ready) == 0 {
+		return "", nil, false
+	}
+	l := m.lane(m.ready[0])
+	m.ready = m.ready[1:]
+	l.busy = true
+	m.busy++
+	n := m.prefix(l)
+	var batch []int
+	for _, it := range l.items[:n] {
+		batch = append(batch, it.entry)
+		m.queued--
+		m.weight -= it.weight
+	}
+	l.items = slices.Delete(l.items, 0, n)
+	return l.key, batch, true
+}
+
+func (m *model) release(key string, now time.Time) {
+	l := m.lane(key)
+	if l == nil || !l.busy {
+		panic(fmt.Sprintf("model: release of %q, not busy", key))
+	}
+	l.busy = false
+	m.busy--
+	m.promote(now)
+	if len(l.items) == 0 {
+		m.remove(l)
+		return
+	}
+	m.place(l, now)
+}
+
+func (m *model) drop(key string, e int) bool {
+	l := m.lane(key)
+	if l == nil {
+		return false
+	}
+	i := slices.IndexFunc(l.items, func(it mitem) bool { return it.entry == e })
+	if i < 0 {
+		return false
+	}
+	m.queued--
+	m.weight -= l.items[i].weight
+	l.items = slices.Delete(l.items, i, i+1)
+	switch {
+	case len(l.items) == 0 && !l.busy:
+		m.remove(l)
+	case l.waiting:
+		l.due = m.deadline(l)
+	}
+	return true
+}
+
+func (m *model) drain() []int {
+	m.closed = true
+	var all []mitem
+	for _, l := range m.lanes {
+		all = append(all, l.items...)
+		l.items = nil
+	}
+	slices.SortFunc(all, func(a, b mitem) int { return a.arrival - b.arrival })
+	var out []int
+	for _, it := range all {
+		out = append(out, it.entry)
+	}
+	m.lanes = slices.DeleteFunc(m.lanes, func(l *mlane) bool { return !l.busy })
+	m.ready = nil
+	m.queued, m.weight = 0, 0
+	return out
+}
+
+func (m *model) flush() {
+	m.flushing = true
+	m.promote(time.Unix(1<<40, 0)) // every waiting lane, in deadline order
+}
+
+func (m *model) earliest() (time.Time, bool) {
+	var first *mlane
+	for _, l := range m.lanes {
+		if l.waiting && (first == nil || l.due.Before(first.due) || l.due.Equal(first.due) && l.waitedAt < first.waitedAt) {
+			first = l
+		}
+	}
+	if first == nil {
+		return time.Time{}, false
+	}
+	return first.due, true
+}

@@ -1,0 +1,438 @@
+package ferry
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gammazero/deque"
+	"github.com/google/btree"
+)
+
+// This file is the waiting room: a deterministic state machine with one owner
+// (the loop goroutine). It has no goroutines, channels, clocks or callbacks:
+// time is an argument, and every transition returns what the loop must do.
+// The same state and the same input always give the same output.
+//
+// Costs, with n the inputs in one lane, b the batch size and L the lanes
+// waiting for a deadline: admit O(1) when ranks arrive in order (always, with
+// equal ranks), else O(log n), plus O(log L); take O(b) plus O(log L) for each
+// due lane it promotes; release O(b + log L); drop O(log n + b + log L); drain
+// O(N log N) over all N waiting inputs. Nothing is linear in a lane's length:
+// the deadline scan covers a partial lane only, which holds fewer than b inputs.
+
+// limits is the core's view of Config, validated and defaulted by New.
+type limits struct {
+	batchSize    int           // inputs per batch, > 0
+	batchWeight  int64         // weight per batch; 0: no limit
+	delay        time.Duration // how long a partial batch may wait, >= 0
+	queued       int           // inputs waiting across all keys, > 0
+	queuedWeight int64         // their total weight; 0: no limit
+	direct       bool          // claim idle keys when delay is 0
+}
+
+// outcome is what admit did with an input.
+type outcome uint8
+
+const (
+	admitted      outcome = iota // waiting in its lane
+	claimed                      // the key is busy with this caller's direct call
+	rejectedFull                 // the room is full by count or weight
+	rejectedHeavy                // heavier than the whole room can ever hold
+	refused                      // the room is closed (drained or flushing)
+)
+
+// ticket names an admitted input, for drop.
+type ticket struct {
+	rank int64
+	seq  uint64
+}
+
+// item is one waiting input. Items are ordered by (rank, seq) in their lane.
+type item[E any] struct {
+	rank   int64
+	seq    uint64
+	at     int64 // submission time, ns since origin
+	weight int64
+	entry  E
+}
+
+// phase is where a lane stands in the state diagram.
+type phase uint8
+
+const (
+	phaseBusy    phase = iota + 1 // a call is in flight; never in ready or waiting
+	phaseReady                    // in the ready line
+	phaseWaiting                  // in the waiting tree until its deadline
+)
+
+// lane holds one key's waiting inputs. It exists while it has inputs or a call.
+type lane[K comparable, E any] struct {
+	key    K
+	items  queue[E] // by (rank, seq)
+	weight int64    // total weight of items
+	phase  phase
+	ref    uint64 // while ready: the sequence of its ready ref; while waiting: of its waiting ref
+	due    int64  // while waiting: its deadline, ns since origin
+}
+
+// readyRef is a lane's place in the ready line. A ref whose seq no longer
+// matches its lane (the lane emptied, or was reused) is stale and skipped.
+type readyRef[K comparable, E any] struct {
+	l   *lane[K, E]
+	seq uint64
+}
+
+// waitRef is a lane's place in the waiting tree, by (due, seq).
+type waitRef[K comparable, E any] struct {
+	due int64
+	seq uint64
+	l   *lane[K, E]
+}
+
+// shrinkLanes is the number of lanes past which an emptied lanes map is
+// rebuilt, so that memory follows what waits, not the most that ever waited.
+const shrinkLanes = 1024
+
+// freeLanes bounds the lanes kept for reuse.
+const freeLanes = 64
+
+// state is the waiting room. Its zero value is not usable: use newState.
+type state[K comparable, E any] struct {
+	lim    limits
+	origin time.Time // times are kept as ns since origin
+
+	lanes   map[K]*lane[K, E]
+	ready   deque.Deque[readyRef[K, E]] // first come, first served; may hold stale refs
+	nready  int                         // lanes in phase ready
+	waiting *btree.BTreeG[waitRef[K, E]]
+
+	queued int   // inputs waiting
+	weight int64 // their total weight
+	busy   int   // calls in flight, batched and direct
+
+	seq      uint64 // last sequence handed out, for items and refs
+	closed   bool   // drained: nothing is admitted again
+	flushing bool   // flushed: nothing is admitted again, every lane is due
+	peak     int    // most lanes since the map was last rebuilt
+
+	free      []*lane[K, E]
+	itemsFree *btree.FreeListG[item[E]] // nodes for lanes whose ranks arrive out of order
+}
+
+// btree degree for lanes and the waiting tree.
+const degree = 16
+
+func newState[K comparable, E any](lim limits, origin time.Time) *state[K, E] {
+	return &state[K, E]{
+		lim:       lim,
+		origin:    origin,
+		lanes:     make(map[K]*lane[K, E]),
+		waiting:   btree.NewG(degree, waitLess[K, E]),
+		itemsFree: btree.NewFreeListG[item[E]](btree.DefaultFreeListSize),
+	}
+}
+
+func itemLess[E any](a, b item[E]) bool {
+	return a.rank < b.rank || a.rank == b.rank && a.seq < b.seq
+}
+
+func waitLess[K comparable, E any](a, b waitRef[K, E]) bool {
+	return a.due < b.due || a.due == b.due && a.seq < b.seq
+}
+
+func (s *state[K, E]) ns(t time.Time) int64 { return int64(t.Sub(s.origin)) }
+
+func (s *state[K, E]) next() uint64 { s.seq++; return s.seq }
+
+// admit takes one input into the room, as one step: a closed room refuses it;
+// an input heavier than the room is rejected; with direct calls on, zero delay
+// and no lane for the key, the key is claimed (busy, no items) and the caller
+// makes the call; else the input joins its lane if the room has space for it.
+func (s *state[K, E]) admit(key K, weight, rank int64, at time.Time, e E) (outcome, ticket) {
+	switch {
+	case s.closed || s.flushing:
+		return refused, ticket{}
+	case s.lim.queuedWeight > 0 && weight > s.lim.queuedWeight:
+		return rejectedHeavy, ticket{}
+	}
+	l := s.lanes[key]
+	if l == nil && s.lim.direct && s.lim.delay == 0 {
+		s.claim(key)
+		return claimed, ticket{}
+	}
+	if s.queued >= s.lim.queued || s.lim.queuedWeight > 0 && s.weight+weight > s.lim.queuedWeight {
+		return rejectedFull, ticket{}
+	}
+	it := item[E]{rank: rank, seq: s.next(), at: s.ns(at), weight: weight, entry: e}
+	s.queued++
+	s.weight += weight
+	if l == nil {
+		l = s.newLane(key)
+		s.insert(l, it)
+		s.place(l, it.at)
+		return admitted, ticket{rank, it.seq}
+	}
+	s.insert(l, it)
+	if l.phase == phaseWaiting {
+		if s.full(l) {
+			s.unwait(l)
+			s.pushReady(l)
+		} else if d := it.at + int64(s.lim.delay); d < l.due {
+			s.rekey(l, d) // the new input is older than the oldest
+		}
+	}
+	return admitted, ticket{rank, it.seq}
+}
+
+// claim makes key a busy lane with no items: its caller makes a direct call.
+func (s *state[K, E]) claim(key K) {
+	l := s.newLane(key)
+	l.phase = phaseBusy
+	s.busy++
+}
+
+// take promotes the lanes due at now, then takes the first ready lane's batch,
+// appended to buf, and marks the lane busy. ok is false when no lane is ready.
+func (s *state[K, E]) take(now time.Time, buf []E) (key K, batch []E, ok bool) {
+	s.promote(now)
+	for s.ready.Len() > 0 {
+		r := s.ready.PopFront()
+		if r.l.phase != phaseReady || r.l.ref != r.seq {
+			continue // stale: the lane emptied, or was reused since
+		}
+		l := r.l
+		s.nready--
+		l.phase = phaseBusy
+		s.busy++
+		batch = buf
+		var w int64
+		for n := 0; n < s.lim.batchSize && l.items.len() > 0; n++ {
+			if n > 0 && s.lim.batchWeight > 0 && w+l.items.min().weight > s.lim.batchWeight {
+				break // does not fit: it starts the next batch
+			}
+			it := l.items.pop()
+			s.forget(l, it)
+			w += it.weight
+			batch = append(batch, it.entry)
+		}
+		return l.key, batch, true
+	}
+	return key, buf, false
+}
+
+// release ends the call in flight for key. Lanes due at now are promoted first;
+// then a lane with inputs left goes to the back of the ready line if it is full
+// or due, else back to waiting; an empty lane is removed. Releasing a key that
+// is not busy panics.
+func (s *state[K, E]) release(key K, now time.Time) {
+	l := s.lanes[key]
+	if l == nil || l.phase != phaseBusy {
+		panic(fmt.Sprintf("ferry: release of key %v, which has no call in flight", key))
+	}
+	s.busy--
+	s.promote(now)
+	if l.items.len() == 0 {
+		s.removeLane(l)
+		return
+	}
+	s.place(l, s.ns(now))
+}
+
+// drop removes the admitted input t of key before it is taken, freeing its
+// count and weight at once. ok is false if it is not waiting (taken, dropped
+// or drained). A lane left empty and idle is removed.
+func (s *state[K, E]) drop(key K, t ticket) (e E, ok bool) {
+	l := s.lanes[key]
+	if l == nil {
+		return e, false
+	}
+	it, ok := l.items.remove(t.rank, t.seq)
+	if !ok {
+		return e, false
+	}
+	s.forget(l, it)
+	if l.items.len() == 0 && l.phase != phaseBusy {
+		s.removeLane(l) // a stale ready ref is skipped by take
+		return it.entry, true
+	}
+	if l.phase == phaseWaiting && it.at+int64(s.lim.delay) == l.due {
+		if d := s.deadline(l); d != l.due {
+			s.rekey(l, d) // the oldest input left
+		}
+	}
+	return it.entry, true
+}
+
+// drain closes the room: nothing is admitted again, and every waiting input
+// is removed and its entry appended to buf, in arrival order. Lanes with a call
+// in flight stay busy, with no items, until released.
+func (s *state[K, E]) drain(buf []E) []E {
+	s.closed = true
+	var all []item[E]
+	for _, l := range s.lanes {
+		l.items.each(func(it item[E]) { all = append(all, it) })
+		l.items.clear()
+		l.weight = 0
+		if l.phase != phaseBusy {
+			s.removeLane(l)
+		}
+	}
+	slices.SortFunc(all, func(a, b item[E]) int { return cmp.Compare(a.seq, b.seq) })
+	for _, it := range all {
+		buf = append(buf, it.entry)
+	}
+	s.waiting.Clear(false)
+	s.ready.Clear()
+	s.nready = 0
+	s.queued, s.weight = 0, 0
+	return buf
+}
+
+// flush starts a graceful shutdown: nothing is admitted again, and every lane
+// is due at once, now and when released, so what waits runs without waiting
+// for deadlines.
+func (s *state[K, E]) flush() {
+	s.flushing = true
+	for s.waiting.Len() > 0 {
+		r, _ := s.waiting.DeleteMin()
+		s.pushReady(r.l)
+	}
+}
+
+// promote moves every waiting lane whose deadline is at or before now to the
+// back of the ready line, in deadline order, ties in the order they started
+// waiting.
+func (s *state[K, E]) promote(now time.Time) {
+	t := s.ns(now)
+	for {
+		r, ok := s.waiting.Min()
+		if !ok || r.due > t {
+			return
+		}
+		s.waiting.DeleteMin()
+		s.pushReady(r.l)
+	}
+}
+
+// earliest is the first deadline of a waiting lane; ok is false if none waits.
+func (s *state[K, E]) earliest() (t time.Time, ok bool) {
+	r, ok := s.waiting.Min()
+	if !ok {
+		return t, false
+	}
+	return s.origin.Add(time.Duration(r.due)), true
+}
+
+// hasReady reports whether take at now would find a batch.
+func (s *state[K, E]) hasReady(now time.Time) bool {
+	if s.nready > 0 {
+		return true
+	}
+	r, ok := s.waiting.Min()
+	return ok && r.due <= s.ns(now)
+}
+
+// idle reports whether nothing waits and no call is in flight.
+func (s *state[K, E]) idle() bool { return s.queued == 0 && s.busy == 0 }
+
+// full reports whether a lane's next batch could not grow: it has batchSize
+// inputs, or weighs at least batchWeight, or its next input would not fit.
+// Inputs fit in rank order, so this follows from the lane's totals alone.
+func (s *state[K, E]) full(l *lane[K, E]) bool {
+	return l.items.len() >= s.lim.batchSize || s.lim.batchWeight > 0 && l.weight >= s.lim.batchWeight
+}
+
+// deadline is the oldest waiting input's submission time plus the delay. It
+// scans the lane, so it is called on partial lanes only: fewer than batchSize.
+func (s *state[K, E]) deadline(l *lane[K, E]) int64 {
+	oldest := l.items.min().at
+	l.items.each(func(it item[E]) { oldest = min(oldest, it.at) })
+	return oldest + int64(s.lim.delay)
+}
+
+// place puts an idle lane with items where it belongs at now (ns): the ready
+// line if it is full, flushing, or due; else the waiting tree.
+func (s *state[K, E]) place(l *lane[K, E], now int64) {
+	if s.lim.delay == 0 || s.flushing || s.full(l) {
+		s.pushReady(l)
+		return
+	}
+	if d := s.deadline(l); d > now {
+		s.wait(l, d)
+		return
+	}
+	s.pushReady(l)
+}
+
+func (s *state[K, E]) pushReady(l *lane[K, E]) {
+	l.phase = phaseReady
+	l.ref = s.next()
+	s.ready.PushBack(readyRef[K, E]{l, l.ref})
+	s.nready++
+}
+
+func (s *state[K, E]) wait(l *lane[K, E], due int64) {
+	l.phase = phaseWaiting
+	l.due = due
+	l.ref = s.next()
+	s.waiting.ReplaceOrInsert(waitRef[K, E]{due, l.ref, l})
+}
+
+// rekey moves a waiting lane to a new deadline; it keeps its place among ties.
+func (s *state[K, E]) rekey(l *lane[K, E], due int64) {
+	s.unwait(l)
+	l.due = due
+	s.waiting.ReplaceOrInsert(waitRef[K, E]{due, l.ref, l})
+}
+
+func (s *state[K, E]) unwait(l *lane[K, E]) {
+	s.waiting.Delete(waitRef[K, E]{due: l.due, seq: l.ref})
+}
+
+func (s *state[K, E]) insert(l *lane[K, E], it item[E]) {
+	l.items.push(it, s.itemsFree)
+	l.weight += it.weight
+}
+
+// forget accounts for an item that has left its lane's items.
+func (s *state[K, E]) forget(l *lane[K, E], it item[E]) {
+	l.weight -= it.weight
+	s.queued--
+	s.weight -= it.weight
+}
+
+func (s *state[K, E]) newLane(key K) *lane[K, E] {
+	var l *lane[K, E]
+	if n := len(s.free); n > 0 {
+		l, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		l = new(lane[K, E])
+	}
+	l.key = key
+	s.lanes[key] = l
+	s.peak = max(s.peak, len(s.lanes))
+	return l
+}
+
+// removeLane forgets an empty lane, wherever it stands. A ready ref to it goes
+// stale; a waiting ref is deleted.
+func (s *state[K, E]) removeLane(l *lane[K, E]) {
+	switch l.phase {
+	case phaseWaiting:
+		s.unwait(l)
+	case phaseReady:
+		s.nready--
+	}
+	delete(s.lanes, l.key)
+	if len(s.lanes) == 0 && s.peak > shrinkLanes {
+		s.lanes = make(map[K]*lane[K, E]) // maps never shrink: start afresh
+		s.peak = 0
+	}
+	var zero K
+	l.key, l.phase, l.ref, l.due, l.weight = zero, 0, 0, 0, 0
+	if len(s.free) < freeLanes {
+		s.free = append(s.free, l)
+	}
+}

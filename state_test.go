@@ -1,0 +1,478 @@
+package ferry
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func ms(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+
+// core is a state under test with string keys and int entries.
+type core struct {
+	t *testing.T
+	*state[string, int]
+	next int
+}
+
+func newCore(t *testing.T, lim limits) *core {
+	if lim.batchSize == 0 {
+		lim.batchSize = 4
+	}
+	if lim.queued == 0 {
+		lim.queued = 100
+	}
+	return &core{t: t, state: newState[string, int](lim, t0)}
+}
+
+// in admits the next entry (numbered from 0) and returns its number.
+func (c *core) in(key string, weight, rank int64, at time.Time) (int, outcome, ticket) {
+	e := c.next
+	c.next++
+	o, tk := c.admit(key, weight, rank, at, e)
+	require.NoError(c.t, checkState(c.state))
+	return e, o, tk
+}
+
+// add admits an input of weight 1 and rank 0 and requires that it waits.
+func (c *core) add(key string, at time.Time) int {
+	e, o, _ := c.in(key, 1, 0, at)
+	require.Equal(c.t, admitted, o)
+	return e
+}
+
+// takes takes a batch at now and requires it to be key's with these entries.
+func (c *core) takes(now time.Time, key string, entries ...int) {
+	c.t.Helper()
+	k, batch, ok := c.take(now, nil)
+	require.True(c.t, ok, "nothing ready at %v", now.Sub(t0))
+	require.Equal(c.t, key, k)
+	require.Equal(c.t, entries, batch)
+	require.NoError(c.t, checkState(c.state))
+}
+
+func (c *core) none(now time.Time) {
+	c.t.Helper()
+	require.False(c.t, c.hasReady(now))
+	k, batch, ok := c.take(now, nil)
+	require.False(c.t, ok, "took %s %v at %v", k, batch, now.Sub(t0))
+}
+
+func (c *core) due(want time.Time) {
+	c.t.Helper()
+	got, ok := c.earliest()
+	require.True(c.t, ok, "no deadline")
+	require.Equal(c.t, want, got)
+}
+
+func (c *core) rel(key string, now time.Time) {
+	c.release(key, now)
+	require.NoError(c.t, checkState(c.state))
+}
+
+func TestAdmitOutcomes(t *testing.T) {
+	tests := []struct {
+		name  string
+		lim   limits
+		setup func(c *core)
+		w     int64
+		want  outcome
+	}{
+		{"admitted", limits{}, nil, 1, admitted},
+		{"closed by drain", limits{}, func(c *core) { c.drain(nil) }, 1, refused},
+		{"closed by flush", limits{}, func(c *core) { c.flush() }, 1, refused},
+		{"heavier than the room", limits{queuedWeight: 5}, nil, 6, rejectedHeavy},
+		{"heavy even when it could be direct", limits{queuedWeight: 5, direct: true}, nil, 6, rejectedHeavy},
+		{"as heavy as the room", limits{queuedWeight: 5}, nil, 5, admitted},
+		{"full by count", limits{queued: 2}, func(c *core) { c.add("a", t0); c.add("b", t0) }, 1, rejectedFull},
+		{"full by weight", limits{queuedWeight: 5}, func(c *core) { c.in("b", 4, 0, t0) }, 2, rejectedFull},
+		{"claimed", limits{direct: true}, nil, 1, claimed},
+		{"direct but a delay", limits{direct: true, delay: time.Millisecond}, nil, 1, admitted},
+		{"direct ignores a full room", limits{direct: true, queued: 1}, func(c *core) { c.in("b", 1, 0, t0); c.add("b", t0) }, 1, claimed},
+		{"direct key has a lane", limits{direct: true}, func(c *core) { c.admit("a", 1, 0, t0, 9) }, 1, admitted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCore(t, tt.lim)
+			if tt.setup != nil {
+				tt.setup(c)
+			}
+			_, got, _ := c.in("a", tt.w, 0, t0)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// Every arrow of the lane state diagram in the design document.
+func TestLaneArrows(t *testing.T) {
+	t.Run("none to busy: claim", func(t *testing.T) {
+		c := newCore(t, limits{direct: true})
+		_, o, _ := c.in("a", 1, 0, t0)
+		require.Equal(t, claimed, o)
+		assert.Equal(t, 1, c.busy)
+		assert.Len(t, c.lanes, 1)
+		c.none(t0)
+		c.rel("a", t0)
+		assert.Empty(t, c.lanes)
+		assert.Zero(t, c.busy)
+	})
+	t.Run("none to waiting: partial", func(t *testing.T) {
+		c := newCore(t, limits{delay: 10 * time.Millisecond})
+		e := c.add("a", ms(1))
+		c.due(ms(11))
+		c.none(ms(10))
+		c.takes(ms(11), "a", e)
+	})
+	t.Run("none to ready: full", func(t *testing.T) {
+		c := newCore(t, limits{batchSize: 1, delay: time.Hour})
+		e := c.add("a", t0)
+		_, ok := c.earliest()
+		assert.False(t, ok)
+		c.takes(t0, "a", e)
+	})
+	t.Run("waiting to ready: full", func(t *testing.T) {
+		c := newCore(t, limits{batchSize: 2, delay: time.Hour})
+		e0 := c.add("a", t0)
+		c.none(t0)
+		e1 := c.add("a", ms(1))
+		_, ok := c.earliest()
+		assert.False(t, ok, "a full lane has no deadline")
+		c.takes(ms(1), "a", e0, e1)
+	})
+	t.Run("waiting to ready: deadline", func(t *testing.T) {
+		c := newCore(t, limits{delay: 5 * time.Millisecond})
+		e0 := c.add("a", ms(0))
+		e1 := c.add("a", ms(3))
+		c.due(ms(5)) // the oldest input sets it
+		c.none(ms(4))
+		c.takes(ms(5), "a", e0, e1)
+	})
+	t.Run("ready to busy: take", func(t *testing.T) {
+		c := newCore(t, limits{batchSize: 2})
+		e0, e1, e2 := c.add("a", t0), c.add("a", t0), c.add("a", t0)
+		c.takes(t0, "a", e0, e1)
+		assert.Equal(t, 1, c.busy)
+		assert.Equal(t, 1, c.queued)
+		c.none(t0) // busy: e2 waits, whatever the batch rule says
+		c.rel("a", t0)
+		c.takes(t0, "a", e2)
+	})
+	t.Run("busy to busy: admit", func(t *testing.T) {
+		c := newCore(t, limits{batchSize: 1})
+		c.takes(t0, "a", c.add("a", t0))
+		e1 := c.add("a", t0)
+		e2 := c.add("a", t0)
+		c.none(t0)
+		assert.Equal(t, 2, c.queued)
+		c.rel("a", t0)
+		c.takes(t0, "a", e1)
+		c.rel("a", t0)
+		c.takes(t0, "a", e2)
+	})
+	t.Run("busy to waiting: release, partial left", func(t *testing.T) {
+		c := newCore(t, limits{batchSize: 2, delay: 10 * time.Millisecond})
+		e0, e1 := c.add("a", ms(0)), c.add("a", ms(0))
+		c.takes(ms(0), "a", e0, e1)
+		e2 := c.add("a", ms(4))
+		c.rel("a", ms(6))
+		c.due(ms(14))
+		c.none(ms(13))
+		c.takes(ms(14), "a", e2)
+	})
+	t.Run("busy to ready: release, full left", func(t *testing.T) {
+		c := newCore(t, limits{batchSize: 1, delay: time.Hour})
+		c.takes(t0, "a", c.add("a", t0))
+		e1 := c.add("a", t0)
+		c.rel("a", t0)
+		c.takes(t0, "a", e1)
+	})
+	t.Run("busy to none: release, nothing left", func(t *testing.T) {
+		c := newCore(t, limits{batchSize: 1})
+		c.takes(t0, "a", c.add("a", t0))
+		c.rel("a", t0)
+		assert.Empty(t, c.lanes)
+	})
+}
+
+func TestBatchRule(t *testing.T) {
+	tests := []struct {
+		name    string
+		lim     limits
+		weights []int64
+		ranks   []int64
+		batches [][]int
+	}{
+		{"by count", limits{batchSize: 2}, []int64{1, 1, 1}, nil, [][]int{{0, 1}, {2}}},
+		{"by weight", limits{batchWeight: 5}, []int64{2, 3, 1}, nil, [][]int{{0, 1}, {2}}},
+		{"next would push past", limits{batchWeight: 5}, []int64{2, 4}, nil, [][]int{{0}, {1}}},
+		{"heavier than a batch: alone", limits{batchWeight: 5}, []int64{1, 9, 1}, nil, [][]int{{0}, {1}, {2}}},
+		{"zero weights fit", limits{batchWeight: 2}, []int64{2, 0, 0, 1}, nil, [][]int{{0, 1, 2}, {3}}},
+		{"ascending rank", limits{}, []int64{1, 1, 1}, []int64{2, 0, 1}, [][]int{{1, 2, 0}}},
+		{"equal ranks keep arrival order", limits{batchSize: 2}, []int64{1, 1, 1}, []int64{1, 1, 0}, [][]int{{2, 0}, {1}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCore(t, tt.lim)
+			for i, w := range tt.weights {
+				var rank int64
+				if tt.ranks != nil {
+					rank = tt.ranks[i]
+				}
+				_, o, _ := c.in("a", w, rank, t0)
+				require.Equal(t, admitted, o)
+			}
+			for _, b := range tt.batches {
+				c.takes(t0, "a", b...)
+				c.rel("a", t0)
+			}
+			assert.Empty(t, c.lanes)
+		})
+	}
+}
+
+func TestFull(t *testing.T) {
+	tests := []struct {
+		name    string
+		lim     limits
+		weights []int64
+		full    bool
+	}{
+		{"fewer than a batch", limits{batchSize: 3}, []int64{1, 1}, false},
+		{"a batch by count", limits{batchSize: 2}, []int64{1, 1}, true},
+		{"under the weight", limits{batchWeight: 5}, []int64{2, 2}, false},
+		{"at the weight", limits{batchWeight: 5}, []int64{2, 3}, true},
+		{"the next would push past", limits{batchWeight: 5}, []int64{4, 2}, true},
+		{"one heavier than a batch", limits{batchWeight: 5}, []int64{7}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCore(t, tt.lim)
+			c.lim.delay = time.Hour
+			for _, w := range tt.weights {
+				c.in("a", w, 0, t0)
+			}
+			assert.Equal(t, tt.full, c.hasReady(t0))
+		})
+	}
+}
+
+func TestZeroDelayIsDueAtOnce(t *testing.T) {
+	c := newCore(t, limits{batchSize: 10})
+	e := c.add("a", t0)
+	_, ok := c.earliest()
+	assert.False(t, ok)
+	c.takes(t0, "a", e)
+}
+
+func TestDeadlineIsOldestInputWhateverItsRank(t *testing.T) {
+	c := newCore(t, limits{batchSize: 3, delay: 10 * time.Millisecond})
+	old, _, _ := c.in("a", 1, 9, ms(0)) // oldest, last in rank order
+	young, _, _ := c.in("a", 1, 0, ms(3))
+	c.due(ms(10))
+	c.none(ms(9))
+	c.takes(ms(10), "a", young, old)
+	c.rel("a", ms(10))
+	assert.Empty(t, c.lanes)
+}
+
+func TestLateArrivalMovesDeadlineEarlier(t *testing.T) {
+	c := newCore(t, limits{batchSize: 3, delay: 10 * time.Millisecond})
+	e0 := c.add("a", ms(5))
+	c.due(ms(15))
+	e1 := c.add("a", ms(2)) // read the clock before e0, reached the loop after
+	c.due(ms(12))
+	c.none(ms(11))
+	c.takes(ms(12), "a", e0, e1)
+}
+
+func TestReleaseAfterDeadlinePassedWhileBusy(t *testing.T) {
+	c := newCore(t, limits{batchSize: 1, delay: 10 * time.Millisecond})
+	c.takes(t0, "a", c.add("a", t0))
+	c.lim.batchSize = 2 // e1 alone is a partial batch
+	e1 := c.add("a", ms(1))
+	c.none(ms(20)) // due since 11ms, but busy
+	c.rel("a", ms(20))
+	_, ok := c.earliest()
+	assert.False(t, ok, "due at once: no deadline")
+	c.takes(ms(20), "a", e1)
+}
+
+func TestPromotionOrder(t *testing.T) {
+	c := newCore(t, limits{delay: 10 * time.Millisecond})
+	b := c.add("b", ms(1))
+	a := c.add("a", ms(0))
+	x := c.add("x", ms(1)) // same deadline as b, started waiting after it
+	c.takes(ms(30), "a", a)
+	c.takes(ms(30), "b", b)
+	c.takes(ms(30), "x", x)
+}
+
+func TestReleasedLaneGoesToTheBack(t *testing.T) {
+	c := newCore(t, limits{batchSize: 1})
+	a0, a1 := c.add("a", t0), c.add("a", t0)
+	c.takes(t0, "a", a0)
+	b0 := c.add("b", t0)
+	c.rel("a", t0) // a still has a1: it queues behind b
+	c.takes(t0, "b", b0)
+	c.takes(t0, "a", a1)
+}
+
+func TestReleasePromotesDueLanesFirst(t *testing.T) {
+	c := newCore(t, limits{batchSize: 1, delay: 10 * time.Millisecond})
+	a0 := c.add("a", t0)
+	c.takes(ms(10), "a", a0)
+	b0 := c.add("b", ms(1))
+	a1, a2 := c.add("a", ms(2)), c.add("a", ms(2))
+	c.rel("a", ms(20)) // b has been due since 11ms: it goes first
+	c.takes(ms(20), "b", b0)
+	c.takes(ms(20), "a", a1)
+	c.rel("a", ms(20))
+	c.takes(ms(20), "a", a2)
+}
+
+func TestDrop(t *testing.T) {
+	t.Run("oldest of a waiting lane: the deadline moves", func(t *testing.T) {
+		c := newCore(t, limits{delay: 10 * time.Millisecond})
+		e0, _, t0k := c.in("a", 2, 0, ms(0))
+		e1 := c.add("a", ms(4))
+		got, ok := c.drop("a", t0k)
+		require.True(t, ok)
+		assert.Equal(t, e0, got)
+		assert.Equal(t, 1, c.queued)
+		assert.Equal(t, int64(1), c.weight)
+		c.due(ms(14))
+		c.none(ms(13))
+		c.takes(ms(14), "a", e1)
+	})
+	t.Run("a ready lane keeps its place", func(t *testing.T) {
+		c := newCore(t, limits{batchSize: 2})
+		a0 := c.add("a", t0)
+		_, _, tk := c.in("a", 1, 0, t0)
+		b0 := c.add("b", t0)
+		_, ok := c.drop("a", tk)
+		require.True(t, ok)
+		c.takes(t0, "a", a0)
+		c.takes(t0, "b", b0)
+	})
+	t.Run("the last input of a ready lane removes it", func(t *testing.T) {
+		c := newCore(t, limits{})
+		_, _, tk := c.in("a", 1, 0, t0)
+		b0 := c.add("b", t0)
+		_, ok := c.drop("a", tk)
+		require.True(t, ok)
+		assert.Len(t, c.lanes, 1)
+		c.takes(t0, "b", b0)
+		a1 := c.add("a", t0) // a fresh lane, at the back: the stale ref is skipped
+		c.takes(t0, "a", a1)
+	})
+	t.Run("the last input of a waiting lane removes it", func(t *testing.T) {
+		c := newCore(t, limits{delay: time.Second})
+		_, _, tk := c.in("a", 1, 0, t0)
+		_, ok := c.drop("a", tk)
+		require.True(t, ok)
+		assert.Empty(t, c.lanes)
+		_, ok = c.earliest()
+		assert.False(t, ok)
+	})
+	t.Run("from a busy lane it stays busy", func(t *testing.T) {
+		c := newCore(t, limits{batchSize: 1})
+		c.takes(t0, "a", c.add("a", t0))
+		_, _, tk := c.in("a", 1, 0, t0)
+		_, ok := c.drop("a", tk)
+		require.True(t, ok)
+		assert.Len(t, c.lanes, 1)
+		c.rel("a", t0)
+		assert.Empty(t, c.lanes)
+	})
+	t.Run("taken, twice, or unknown", func(t *testing.T) {
+		c := newCore(t, limits{})
+		_, _, tk := c.in("a", 1, 0, t0)
+		_, _, tk1 := c.in("a", 1, 0, t0)
+		c.takes(t0, "a", 0, 1)
+		_, ok := c.drop("a", tk)
+		assert.False(t, ok, "taken")
+		c.rel("a", t0)
+		_, ok = c.drop("a", tk1)
+		assert.False(t, ok, "no lane")
+		_, _, tk2 := c.in("a", 1, 0, t0)
+		_, ok = c.drop("a", tk2)
+		assert.True(t, ok)
+		_, ok = c.drop("a", tk2)
+		assert.False(t, ok, "twice")
+	})
+}
+
+func TestDrainWithBusyLane(t *testing.T) {
+	c := newCore(t, limits{batchSize: 1, delay: time.Millisecond})
+	a0 := c.add("a", t0)
+	c.takes(t0, "a", a0)
+	a1, b0, b1 := c.add("a", t0), c.add("b", t0), c.add("b", ms(1))
+	got := c.drain(nil)
+	require.NoError(t, checkState(c.state))
+	assert.Equal(t, []int{a1, b0, b1}, got, "arrival order")
+	assert.Zero(t, c.queued)
+	assert.Zero(t, c.weight)
+	assert.Len(t, c.lanes, 1, "the busy lane stays")
+	_, o, _ := c.in("a", 1, 0, t0)
+	assert.Equal(t, refused, o)
+	c.none(ms(5))
+	c.rel("a", ms(5))
+	assert.Empty(t, c.lanes)
+	assert.True(t, c.idle())
+}
+
+func TestFlush(t *testing.T) {
+	c := newCore(t, limits{batchSize: 2, delay: time.Hour})
+	b0 := c.add("b", ms(2))
+	a0 := c.add("a", ms(1))
+	c0, c1 := c.add("c", t0), c.add("c", t0)
+	c.takes(t0, "c", c0, c1)
+	c2, c3, c4 := c.add("c", t0), c.add("c", t0), c.add("c", t0)
+	c.flush()
+	require.NoError(t, checkState(c.state))
+	_, o, _ := c.in("a", 1, 0, t0)
+	assert.Equal(t, refused, o)
+	_, ok := c.earliest()
+	assert.False(t, ok)
+	c.takes(t0, "a", a0) // in deadline order
+	c.takes(t0, "b", b0)
+	c.none(t0)
+	c.rel("c", t0)
+	c.takes(t0, "c", c2, c3) // the batch limit still holds
+	c.rel("c", t0)
+	c.takes(t0, "c", c4) // a partial lane is due at once
+	for _, k := range []string{"a", "b", "c"} {
+		c.rel(k, t0)
+	}
+	assert.True(t, c.idle())
+	assert.Empty(t, c.lanes)
+	assert.Empty(t, c.drain(nil))
+}
+
+func TestReleaseNotBusyPanics(t *testing.T) {
+	c := newCore(t, limits{delay: time.Second})
+	assert.PanicsWithValue(t, `ferry: release of key a, which has no call in flight`, func() { c.release("a", t0) })
+	c.add("a", t0)
+	assert.Panics(t, func() { c.release("a", t0) })
+}
+
+func TestMemoryFollowsWhatWaits(t *testing.T) {
+	c := newCore(t, limits{batchSize: 1, queued: 10 * shrinkLanes})
+	for i := range 2 * shrinkLanes {
+		c.add(fmt.Sprint(i), t0)
+	}
+	assert.Len(t, c.lanes, 2*shrinkLanes)
+	for c.hasReady(t0) {
+		k, _, _ := c.take(t0, nil)
+		c.release(k, t0)
+	}
+	assert.Empty(t, c.lanes)
+	assert.Zero(t, c.peak, "the map was rebuilt")
+	assert.Len(t, c.free, freeLanes, "a bounded number of lanes kept for reuse")
+	require.NoError(t, checkState(c.state))
+}
