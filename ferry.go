@@ -1,0 +1,414 @@
+// Package ferry batches calls per key.
+//
+// Many goroutines call [Ferry.Do] with one input each. Inputs wait in a lane
+// per key and go to the user's [Call] in batches bounded by count, weight and
+// a delay, with at most one call in flight per key, a fixed number of workers,
+// keys taking turns and a bounded waiting room that rejects at once when full.
+// One goroutine owns the waiting room; see the README for the design.
+package ferry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Call runs one batch for one key and returns one output per input, in order.
+// Its context ends when the ferry closes (or, for a direct call, when the
+// caller's context ends). To fail some inputs and not others, return an
+// [Errors] as the error. A panic fails the batch's inputs with a *PanicError.
+type Call[K comparable, I, O any] func(ctx context.Context, key K, inputs []I) ([]O, error)
+
+// Config configures a Ferry. Key is required; every other zero field means
+// its documented default. A negative limit is invalid and New rejects it.
+type Config[K comparable, I any] struct {
+	Key    func(I) K     // required: the lane an input joins
+	Weight func(I) int64 // nil: every input weighs 1. A negative weight is an error from Do
+	Rank   func(I) int64 // nil: all 0. Lower ranks go first in a lane; ties keep arrival order
+
+	MaxBatchSize       int           // inputs per call; 0: DefaultMaxBatchSize; < 0: invalid
+	MaxBatchWeight     int64         // weight per call; 0: no limit; < 0: invalid
+	MaxBatchDelay      time.Duration // how long a partial batch may wait; 0: none; < 0: invalid
+	MaxInFlightBatches int           // workers, so batched calls in flight; 0: DefaultMaxInFlightBatches
+	MaxQueued          int           // inputs waiting across all keys; 0: DefaultMaxQueued
+	MaxQueuedWeight    int64         // their total weight; 0: no limit; < 0: invalid
+	DirectCalls        bool          // with MaxBatchDelay 0, an idle key's caller makes the call itself
+}
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultMaxBatchSize       = 64
+	DefaultMaxInFlightBatches = 4
+	DefaultMaxQueued          = 4096
+)
+
+// Stats is a snapshot of a Ferry. Its zero value is an idle, unused ferry.
+type Stats struct {
+	Queued int   // inputs waiting to be taken
+	Weight int64 // their total weight
+	Busy   int   // calls in flight, batched and direct
+	Lanes  int   // keys with inputs waiting or a call in flight
+	// since New:
+	Admitted, Rejected, Dropped, Batches, DirectCalls uint64
+}
+
+// Errors lets a Call fail some inputs and not others: return it as the error, one entry per input;
+// input i then gets Errors[i] if it is not nil, else outputs[i]. (It implements error.)
+type Errors []error
+
+func (e Errors) Error() string {
+	var b strings.Builder
+	n := 0
+	for i, err := range e {
+		if err == nil {
+			continue
+		}
+		if n > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "input %d: %v", i, err)
+		n++
+	}
+	if n == 0 {
+		return "ferry: no input failed"
+	}
+	return b.String()
+}
+
+// Unwrap returns the non-nil errors, for errors.Is and errors.As.
+func (e Errors) Unwrap() []error {
+	var errs []error
+	for _, err := range e {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// PanicError is the error every input of a call gets when the Call panics.
+// The ferry recovers the panic and goes on; the key is released as usual.
+type PanicError struct {
+	Value any    // what the Call panicked with
+	Stack []byte // the stack of the panicking goroutine
+}
+
+func (p *PanicError) Error() string {
+	return fmt.Sprintf("ferry: call panicked: %v\n\n%s", p.Value, p.Stack)
+}
+
+// Unwrap returns the panic value if it is an error.
+func (p *PanicError) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}
+
+var (
+	// ErrRejected is returned by Do when the waiting room is full, by count
+	// or weight, or when the input is heavier than the room can ever hold.
+	ErrRejected = errors.New("ferry: rejected")
+	// ErrClosed is returned by Do after Close or during Shutdown, and is the
+	// cause of a call's context when the ferry closes.
+	ErrClosed = errors.New("ferry: closed")
+)
+
+// Ferry batches calls per key. Create one with New; its zero value is not
+// usable. All its methods are safe for concurrent use.
+type Ferry[K comparable, I, O any] struct {
+	// Immutable after New.
+	call   Call[K, I, O]
+	key    func(I) K
+	weight func(I) int64
+	rank   func(I) int64
+	lim    limits
+	pool   sync.Pool // of *waiter whose reply channel is empty and will stay so
+
+	ctx    context.Context // of batched calls; cancelled with ErrClosed on close
+	cancel context.CancelCauseFunc
+
+	inc  chan msg[K, I, O] // from callers, workers and direct calls -> loop
+	done chan struct{}     // closed by the loop when every goroutine has gone
+	last Stats             // written by the loop before done is closed
+}
+
+// New returns a running Ferry that batches inputs for call. It returns an
+// error naming the field if call or cfg.Key is nil or a limit is negative.
+// Release it with Close or Shutdown.
+func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K, I, O], error) {
+	switch {
+	case call == nil:
+		return nil, errors.New("ferry: call is nil")
+	case cfg.Key == nil:
+		return nil, errors.New("ferry: Config.Key is nil")
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxBatchSize", int64(cfg.MaxBatchSize)},
+		{"MaxBatchWeight", cfg.MaxBatchWeight},
+		{"MaxBatchDelay", int64(cfg.MaxBatchDelay)},
+		{"MaxInFlightBatches", int64(cfg.MaxInFlightBatches)},
+		{"MaxQueued", int64(cfg.MaxQueued)},
+		{"MaxQueuedWeight", cfg.MaxQueuedWeight},
+	} {
+		if c.v < 0 {
+			return nil, fmt.Errorf("ferry: Config.%s is negative: %d", c.name, c.v)
+		}
+	}
+	lim := limits{
+		batchSize:    cmpOr(cfg.MaxBatchSize, DefaultMaxBatchSize),
+		batchWeight:  cfg.MaxBatchWeight,
+		delay:        cfg.MaxBatchDelay,
+		queued:       cmpOr(cfg.MaxQueued, DefaultMaxQueued),
+		queuedWeight: cfg.MaxQueuedWeight,
+		direct:       cfg.DirectCalls,
+	}
+	workers := cmpOr(cfg.MaxInFlightBatches, DefaultMaxInFlightBatches)
+	f := &Ferry[K, I, O]{
+		call:   call,
+		key:    cfg.Key,
+		weight: cfg.Weight,
+		rank:   cfg.Rank,
+		lim:    lim,
+		inc:    make(chan msg[K, I, O], incSize),
+		done:   make(chan struct{}),
+	}
+	f.pool.New = func() any { return &waiter[K, I, O]{c: make(chan result[O], 2)} }
+	f.ctx, f.cancel = context.WithCancelCause(context.Background())
+	l := newLoop(f, workers, time.Now())
+	go l.run()
+	return f, nil
+}
+
+func cmpOr(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// incSize is the capacity of the loop's inbound channel: the messages one
+// wake-up of the loop may handle at once.
+const incSize = 1024
+
+// Do submits in and waits for its output. It blocks until the input's call
+// returns or ctx ends (then it returns an error that errors.Is ctx.Err()).
+// It never waits for room: a full room gives ErrRejected at once, and a closed
+// or shutting down ferry gives ErrClosed. A negative weight is an error.
+func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
+	var zero O
+	if ctx.Err() != nil {
+		return zero, ctxErr(ctx)
+	}
+	w := f.pool.Get().(*waiter[K, I, O])
+	w.in, w.key, w.weight, w.rank = in, f.key(in), 1, 0
+	if f.weight != nil {
+		if w.weight = f.weight(in); w.weight < 0 {
+			err := fmt.Errorf("ferry: negative weight %d", w.weight)
+			f.put(w)
+			return zero, err
+		}
+	}
+	if f.rank != nil {
+		w.rank = f.rank(in)
+	}
+	if f.lim.delay > 0 {
+		w.at = time.Now() // the submission time, as the design says: before the loop sees it
+	}
+	select {
+	case f.inc <- msg[K, I, O]{op: opAdmit, w: w}:
+	case <-f.done:
+		f.put(w)
+		return zero, ErrClosed
+	}
+	select {
+	case r := <-w.c:
+		return f.answer(ctx, w, r)
+	case <-ctx.Done():
+		f.abandon(w)
+		return zero, ctxErr(ctx)
+	case <-f.done:
+		select {
+		case r := <-w.c:
+			return f.answer(ctx, w, r)
+		default:
+			return zero, ErrClosed // the loop ended before it read the admission
+		}
+	}
+}
+
+// answer finishes a Do whose reply is r: a direct call if the key was claimed.
+func (f *Ferry[K, I, O]) answer(ctx context.Context, w *waiter[K, I, O], r result[O]) (O, error) {
+	if r.err == errClaimed {
+		in, key := w.in, w.key
+		f.put(w)
+		return f.direct(ctx, key, in)
+	}
+	f.put(w)
+	return r.out, r.err
+}
+
+// abandon drops w's input if it still waits, for a caller whose ctx ended,
+// and waits for the loop's word on it, so that an input whose caller has
+// returned never joins a call after that. w is pooled again only if nothing
+// more can arrive on w.c.
+func (f *Ferry[K, I, O]) abandon(w *waiter[K, I, O]) {
+	select {
+	case f.inc <- msg[K, I, O]{op: opDrop, w: w}:
+	case <-f.done:
+		return
+	}
+	answered := false
+	for {
+		select {
+		case r := <-w.c:
+			switch r.err {
+			case errDropped:
+				f.put(w)
+				return
+			case errKept:
+				if answered {
+					f.put(w)
+				}
+				return // else its call is in flight and will answer w.c
+			case errClaimed:
+				f.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: direct}
+			}
+			answered = true
+		case <-f.done:
+			return
+		}
+	}
+}
+
+// direct makes the call for a claimed key on the caller's goroutine. Its
+// context carries the caller's values and ends with the caller's context or
+// the ferry's close. The key is released when the call is over, whatever
+// happened in it.
+func (f *Ferry[K, I, O]) direct(ctx context.Context, key K, in I) (out O, err error) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(f.ctx, func() { cancel(ErrClosed) })
+	defer func() {
+		stop()
+		cancel(nil)
+		f.inc <- msg[K, I, O]{op: opRelease, key: key, worker: direct}
+	}()
+	outs, err := f.run(cctx, key, []I{in})
+	errs, all := verdict(outs, err, 1)
+	r := pick(outs, errs, all, 0)
+	return r.out, r.err
+}
+
+// run calls f.call, turning a panic into a *PanicError.
+func (f *Ferry[K, I, O]) run(ctx context.Context, key K, ins []I) (outs []O, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			buf := make([]byte, 64<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			outs, err = nil, &PanicError{Value: v, Stack: buf}
+		}
+	}()
+	return f.call(ctx, key, ins)
+}
+
+// verdict reads a call's return for n inputs: errs, if not nil, holds each
+// input's error; all, if not nil, is the error of every input errs does not
+// fail. A Call that breaks its contract fails every input it broke it for.
+func verdict[O any](outs []O, err error, n int) (errs Errors, all error) {
+	if err != nil {
+		if !errors.As(err, &errs) {
+			return nil, err
+		}
+		if len(errs) != n {
+			return nil, fmt.Errorf("ferry: call returned %d errors for %d inputs", len(errs), n)
+		}
+	}
+	if len(outs) != n {
+		all = fmt.Errorf("ferry: call returned %d outputs for %d inputs", len(outs), n)
+	}
+	return errs, all
+}
+
+// pick is input i's result, from outs and verdict's errs and all.
+func pick[O any](outs []O, errs Errors, all error, i int) result[O] {
+	switch {
+	case errs != nil && errs[i] != nil:
+		return result[O]{err: errs[i]}
+	case all != nil:
+		return result[O]{err: all}
+	}
+	return result[O]{out: outs[i]}
+}
+
+func (f *Ferry[K, I, O]) put(w *waiter[K, I, O]) {
+	var zero waiter[K, I, O]
+	c := w.c
+	*w = zero
+	w.c = c
+	f.pool.Put(w)
+}
+
+// ctxErr is ctx's error, with its cause when the cause says more.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
+// Close stops the ferry: every waiting caller gets ErrClosed, the contexts of
+// calls in flight are cancelled with cause ErrClosed, and later calls to Do
+// get ErrClosed. It blocks until those calls return and every goroutine of the
+// ferry has gone, and then returns nil: a Call that ignores its context holds
+// Close up. It is safe to call more than once and concurrently, but not from a Call.
+func (f *Ferry[K, I, O]) Close() error {
+	select {
+	case f.inc <- msg[K, I, O]{op: opClose}:
+	case <-f.done:
+	}
+	<-f.done
+	return nil
+}
+
+// Shutdown stops admitting inputs (Do gets ErrClosed), runs every waiting
+// input without waiting for deadlines, and then closes the ferry. It blocks
+// until that is done, returning nil, or until ctx ends, returning ctx's error
+// with the shutdown still going on; Close then ends it at once.
+func (f *Ferry[K, I, O]) Shutdown(ctx context.Context) error {
+	select {
+	case f.inc <- msg[K, I, O]{op: opShutdown}:
+	case <-f.done:
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+	select {
+	case <-f.done:
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+}
+
+// Stats returns a snapshot of the ferry, taken by its loop. After Close it
+// returns the final snapshot. It blocks only for the loop's turn.
+func (f *Ferry[K, I, O]) Stats() Stats {
+	c := make(chan Stats, 1)
+	select {
+	case f.inc <- msg[K, I, O]{op: opStats, stats: c}:
+	case <-f.done:
+		return f.last
+	}
+	select {
+	case s := <-c:
+		return s
+	case <-f.done:
+		return f.last
+	}
+}

@@ -1,0 +1,640 @@
+package ferry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// in is a test input: its key, id, weight and rank.
+type in struct {
+	Key  string
+	ID   int
+	W, R int64
+}
+
+var inCfg = Config[string, in]{
+	Key:    func(x in) string { return x.Key },
+	Weight: func(x in) int64 { return x.W },
+	Rank:   func(x in) int64 { return x.R },
+}
+
+// called is one call as the harness saw it.
+type called struct {
+	key string
+	ids []int
+	at  time.Duration // since the harness started, in the bubble's fake time
+}
+
+// harness runs a ferry whose Call records every batch, checks that no key has
+// two calls at once, and answers 10*id per input. With hold set, each call
+// waits for a token on hold (or its context) first.
+type harness struct {
+	t     *testing.T
+	f     *Ferry[string, in, int]
+	start time.Time
+	hold  chan struct{}
+
+	mu      sync.Mutex
+	calls   []called
+	busy    map[string]bool
+	running int
+	peak    int
+	errs    []error
+}
+
+func newHarness(t *testing.T, cfg Config[string, in], hold bool) *harness {
+	h := &harness{t: t, start: time.Now(), busy: map[string]bool{}}
+	if hold {
+		h.hold = make(chan struct{})
+	}
+	if cfg.Key == nil {
+		cfg.Key, cfg.Weight, cfg.Rank = inCfg.Key, inCfg.Weight, inCfg.Rank
+	}
+	f, err := New(h.call, cfg)
+	require.NoError(t, err)
+	h.f = f
+	return h
+}
+
+func (h *harness) call(ctx context.Context, key string, ins []in) ([]int, error) {
+	h.mu.Lock()
+	c := called{key: key, at: time.Since(h.start)}
+	for _, x := range ins {
+		c.ids = append(c.ids, x.ID)
+	}
+	h.calls = append(h.calls, c)
+	if h.busy[key] {
+		h.errs = append(h.errs, fmt.Errorf("two calls in flight for key %s", key))
+	}
+	h.busy[key] = true
+	h.running++
+	h.peak = max(h.peak, h.running)
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.busy[key] = false
+		h.running--
+		h.mu.Unlock()
+	}()
+	if h.hold != nil {
+		select {
+		case <-h.hold:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	outs := make([]int, len(ins))
+	for i, x := range ins {
+		outs[i] = 10 * x.ID
+	}
+	return outs, nil
+}
+
+// seen returns the calls so far and fails on a broken rule.
+func (h *harness) seen() []called {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Empty(h.t, h.errs)
+	return append([]called(nil), h.calls...)
+}
+
+// answer is what one Do returned.
+type answer struct {
+	out int
+	err error
+}
+
+// do starts Do in a goroutine; its answer arrives on the returned channel.
+func (h *harness) do(ctx context.Context, x in) chan answer {
+	c := make(chan answer, 1)
+	go func() {
+		out, err := h.f.Do(ctx, x)
+		c <- answer{out, err}
+	}()
+	return c
+}
+
+// got requires that c has its answer now.
+func got(t *testing.T, c chan answer) answer {
+	t.Helper()
+	select {
+	case a := <-c:
+		return a
+	default:
+		require.FailNow(t, "Do has not returned")
+		return answer{}
+	}
+}
+
+// pending requires that c has no answer yet.
+func pending(t *testing.T, c chan answer) {
+	t.Helper()
+	select {
+	case a := <-c:
+		require.FailNow(t, "Do returned early", "%+v", a)
+	default:
+	}
+}
+
+// advance moves the bubble's fake time on by d and lets everything settle.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+func ids(calls []called) [][]int {
+	var out [][]int
+	for _, c := range calls {
+		out = append(out, c.ids)
+	}
+	return out
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	call := func(context.Context, string, []in) ([]int, error) { return nil, nil }
+	_, err := New[string, in, int](nil, inCfg)
+	assert.ErrorContains(t, err, "call")
+	_, err = New(call, Config[string, in]{})
+	assert.ErrorContains(t, err, "Key")
+	for _, tc := range []struct {
+		field string
+		set   func(*Config[string, in])
+	}{
+		{"MaxBatchSize", func(c *Config[string, in]) { c.MaxBatchSize = -1 }},
+		{"MaxBatchWeight", func(c *Config[string, in]) { c.MaxBatchWeight = -1 }},
+		{"MaxBatchDelay", func(c *Config[string, in]) { c.MaxBatchDelay = -1 }},
+		{"MaxInFlightBatches", func(c *Config[string, in]) { c.MaxInFlightBatches = -1 }},
+		{"MaxQueued", func(c *Config[string, in]) { c.MaxQueued = -1 }},
+		{"MaxQueuedWeight", func(c *Config[string, in]) { c.MaxQueuedWeight = -1 }},
+	} {
+		cfg := inCfg
+		tc.set(&cfg)
+		_, err := New(call, cfg)
+		assert.ErrorContains(t, err, tc.field)
+	}
+}
+
+func TestFullRoomRejectsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second, MaxQueued: 3, MaxQueuedWeight: 5}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		a, b := h.do(ctx, in{Key: "a", ID: 1, W: 1}), h.do(ctx, in{Key: "b", ID: 2, W: 3})
+		synctest.Wait()
+		start := time.Now()
+		_, err := h.f.Do(ctx, in{Key: "c", ID: 3, W: 2})
+		assert.ErrorIs(t, err, ErrRejected, "full by weight: 4 + 2 > 5")
+		assert.ErrorContains(t, err, "MaxQueuedWeight 5")
+		c := h.do(ctx, in{Key: "c", ID: 4, W: 1})
+		synctest.Wait()
+		_, err = h.f.Do(ctx, in{Key: "d", ID: 5, W: 0})
+		assert.ErrorIs(t, err, ErrRejected, "full by count")
+		assert.ErrorContains(t, err, "3 inputs waiting (MaxQueued)")
+		assert.Equal(t, start, time.Now(), "rejection took no time")
+		pending(t, a)
+		assert.Equal(t, Stats{Queued: 3, Weight: 5, Lanes: 3, Admitted: 3, Rejected: 2}, h.f.Stats())
+		advance(time.Second)
+		assert.Equal(t, answer{10, nil}, got(t, a))
+		assert.Equal(t, answer{20, nil}, got(t, b))
+		assert.Equal(t, answer{40, nil}, got(t, c))
+	})
+}
+
+func TestTooHeavyInputIsRejectedWithReason(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxQueuedWeight: 10, DirectCalls: true}, false)
+		defer h.f.Close()
+		_, err := h.f.Do(context.Background(), in{Key: "a", W: 11})
+		assert.ErrorIs(t, err, ErrRejected)
+		assert.ErrorContains(t, err, "input weight 11 is more than MaxQueuedWeight 10")
+		assert.Empty(t, h.seen(), "even as a direct call it never runs")
+	})
+}
+
+func TestNegativeWeightIsAnError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{}, false)
+		defer h.f.Close()
+		_, err := h.f.Do(context.Background(), in{Key: "a", W: -1})
+		assert.ErrorContains(t, err, "negative weight -1")
+		synctest.Wait()
+		assert.Empty(t, h.seen())
+		assert.Equal(t, Stats{}, h.f.Stats())
+	})
+}
+
+func TestDoAfterCloseAndDuringShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{}, true)
+		ctx := context.Background()
+		a := h.do(ctx, in{Key: "a", ID: 1})
+		synctest.Wait()
+		shut := make(chan error, 1)
+		go func() { shut <- h.f.Shutdown(ctx) }()
+		synctest.Wait()
+		_, err := h.f.Do(ctx, in{Key: "b"})
+		assert.ErrorIs(t, err, ErrClosed, "during Shutdown")
+		h.hold <- struct{}{}
+		synctest.Wait()
+		assert.NoError(t, <-shut)
+		assert.Equal(t, answer{10, nil}, got(t, a))
+		_, err = h.f.Do(ctx, in{Key: "b"})
+		assert.ErrorIs(t, err, ErrClosed, "after Close")
+		assert.NoError(t, h.f.Close())
+	})
+}
+
+func TestLaneIsInRankOrderTiesByArrival(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: 10 * time.Millisecond}, false)
+		defer h.f.Close()
+		var cs []chan answer
+		for i, r := range []int64{5, 1, 5, 0, 1} {
+			cs = append(cs, h.do(context.Background(), in{Key: "a", ID: i, R: r}))
+			synctest.Wait()
+		}
+		advance(10 * time.Millisecond)
+		assert.Equal(t, [][]int{{3, 1, 4, 0, 2}}, ids(h.seen()))
+		for i, c := range cs {
+			assert.Equal(t, answer{10 * i, nil}, got(t, c))
+		}
+	})
+}
+
+func TestFerryBatchRule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchSize: 3, MaxBatchWeight: 10, MaxBatchDelay: time.Millisecond, MaxInFlightBatches: 1}, true)
+		defer h.f.Close()
+		for i, w := range []int64{4, 4, 4, 12, 1, 1, 1, 1} {
+			h.do(context.Background(), in{Key: "a", ID: i, W: w})
+			synctest.Wait()
+		}
+		for range 4 {
+			h.hold <- struct{}{}
+			synctest.Wait()
+		}
+		advance(time.Millisecond)
+		h.hold <- struct{}{}
+		synctest.Wait()
+		assert.Equal(t, [][]int{{0, 1}, {2}, {3}, {4, 5, 6}, {7}}, ids(h.seen()),
+			"prefixes within 3 inputs and weight 10; 12 alone; the last partial batch at its deadline")
+	})
+}
+
+func TestFullLaneIsReadyAtOncePartialWaitsForOldest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchSize: 3, MaxBatchDelay: 10 * time.Millisecond}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		for i := range 3 {
+			h.do(ctx, in{Key: "full", ID: i})
+		}
+		synctest.Wait()
+		require.Len(t, h.seen(), 1)
+		assert.Equal(t, time.Duration(0), h.seen()[0].at, "a full lane does not wait")
+
+		h.do(ctx, in{Key: "p", ID: 3, R: 9})
+		advance(4 * time.Millisecond)
+		h.do(ctx, in{Key: "p", ID: 4, R: 0}) // ranks first, but its deadline is later
+		advance(6*time.Millisecond - 1)
+		assert.Len(t, h.seen(), 1, "1ns before the oldest input's deadline")
+		advance(1)
+		calls := h.seen()
+		require.Len(t, calls, 2)
+		assert.Equal(t, called{key: "p", ids: []int{4, 3}, at: 10 * time.Millisecond}, calls[1])
+	})
+}
+
+func TestOneCallPerKeyWhileInputsJoin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxInFlightBatches: 4}, true)
+		defer h.f.Close()
+		ctx := context.Background()
+		a := h.do(ctx, in{Key: "a", ID: 1})
+		synctest.Wait()
+		b, c := h.do(ctx, in{Key: "a", ID: 2}), h.do(ctx, in{Key: "a", ID: 3})
+		synctest.Wait()
+		assert.Len(t, h.seen(), 1, "a second call for a waits, though workers are free")
+		assert.Equal(t, 2, h.f.Stats().Queued)
+		h.hold <- struct{}{}
+		synctest.Wait()
+		assert.Equal(t, answer{10, nil}, got(t, a))
+		assert.Equal(t, [][]int{{1}, {2, 3}}, ids(h.seen()))
+		h.hold <- struct{}{}
+		synctest.Wait()
+		assert.Equal(t, answer{20, nil}, got(t, b))
+		assert.Equal(t, answer{30, nil}, got(t, c))
+		assert.Equal(t, Stats{Admitted: 3, Batches: 2}, h.f.Stats(), "the lane is gone once empty and idle")
+	})
+}
+
+func TestReleasedLaneJoinsTheBackOfTheLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxInFlightBatches: 1}, true)
+		defer h.f.Close()
+		ctx := context.Background()
+		for i, k := range []string{"a", "b", "c", "a", "d"} {
+			h.do(ctx, in{Key: k, ID: i})
+			synctest.Wait()
+		}
+		for range 5 {
+			h.hold <- struct{}{}
+			synctest.Wait()
+		}
+		var keys []string
+		for _, c := range h.seen() {
+			keys = append(keys, c.key)
+		}
+		assert.Equal(t, []string{"a", "b", "c", "d", "a"}, keys)
+	})
+}
+
+func TestAtMostMaxInFlightBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxInFlightBatches: 2}, true)
+		defer h.f.Close()
+		var cs []chan answer
+		for i := range 5 {
+			cs = append(cs, h.do(context.Background(), in{Key: fmt.Sprint(i), ID: i}))
+		}
+		synctest.Wait()
+		assert.Len(t, h.seen(), 2)
+		assert.Equal(t, 2, h.f.Stats().Busy)
+		for range 5 {
+			h.hold <- struct{}{}
+			synctest.Wait()
+		}
+		for i, c := range cs {
+			assert.Equal(t, answer{10 * i, nil}, got(t, c))
+		}
+		assert.Equal(t, 2, h.peak)
+	})
+}
+
+type ctxKey struct{}
+
+func TestDirectCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var h *harness
+		seenValue := make(chan any, 1)
+		h = newHarness(t, Config[string, in]{DirectCalls: true, MaxQueued: 1, MaxInFlightBatches: 1}, true)
+		defer h.f.Close()
+		ctx := context.WithValue(context.Background(), ctxKey{}, "v")
+		orig := h.f.call
+		h.f.call = func(ctx context.Context, key string, ins []in) ([]int, error) {
+			if key == "a" && ins[0].ID == 1 {
+				seenValue <- ctx.Value(ctxKey{})
+			}
+			return orig(ctx, key, ins)
+		}
+		a := h.do(ctx, in{Key: "a", ID: 1})
+		b := h.do(ctx, in{Key: "b", ID: 2})
+		c := h.do(ctx, in{Key: "c", ID: 3})
+		synctest.Wait()
+		assert.Equal(t, "v", <-seenValue, "the call's context carries the caller's values")
+		s := h.f.Stats()
+		assert.Equal(t, Stats{Busy: 3, Lanes: 3, DirectCalls: 3}, s,
+			"direct calls count neither against MaxQueued 1 nor MaxInFlightBatches 1")
+		a2 := h.do(ctx, in{Key: "a", ID: 4})
+		synctest.Wait()
+		a3 := h.do(ctx, in{Key: "a", ID: 5})
+		synctest.Wait()
+		_, err := h.f.Do(ctx, in{Key: "a", ID: 6})
+		assert.ErrorIs(t, err, ErrRejected, "inputs for a busy key wait, and the room holds 1")
+		pending(t, a2)
+		for range 3 {
+			h.hold <- struct{}{}
+			synctest.Wait()
+		}
+		for i, x := range []chan answer{a, b, c} {
+			assert.Equal(t, answer{10 * (i + 1), nil}, got(t, x))
+		}
+		assert.ErrorIs(t, got(t, a3).err, ErrRejected)
+		h.hold <- struct{}{}
+		synctest.Wait()
+		assert.Equal(t, answer{40, nil}, got(t, a2))
+		calls := ids(h.seen())
+		require.Len(t, calls, 4)
+		assert.ElementsMatch(t, [][]int{{1}, {2}, {3}}, calls[:3])
+		assert.Equal(t, []int{4}, calls[3], "batched after the direct call")
+	})
+}
+
+func TestDirectCallContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{DirectCalls: true}, true)
+		ctx, cancel := context.WithCancel(context.Background())
+		a := h.do(ctx, in{Key: "a", ID: 1})
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		assert.ErrorIs(t, got(t, a).err, context.Canceled, "with the caller's context")
+		assert.Equal(t, 0, h.f.Stats().Busy, "the key is released after the call returns")
+
+		b := h.do(context.Background(), in{Key: "a", ID: 2})
+		synctest.Wait()
+		assert.Equal(t, uint64(2), h.f.Stats().DirectCalls)
+		require.NoError(t, h.f.Close())
+		assert.ErrorIs(t, got(t, b).err, ErrClosed, "with the ferry's close, as its cause")
+	})
+}
+
+func TestBatchedCallContextEndsOnlyWithClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{}, true)
+		ctx, cancel := context.WithCancel(context.Background())
+		a := h.do(ctx, in{Key: "a", ID: 1})
+		synctest.Wait()
+		b := h.do(context.Background(), in{Key: "a", ID: 2})
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		assert.ErrorIs(t, got(t, a).err, context.Canceled, "the caller returns at once")
+		pending(t, b)
+		assert.Equal(t, 1, h.f.Stats().Busy, "and its call goes on")
+		require.NoError(t, h.f.Close())
+		assert.ErrorIs(t, got(t, b).err, ErrClosed, "context.Cause of the call's context")
+	})
+}
+
+func TestCancelledWaitingInputIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second}, false)
+		defer h.f.Close()
+		ctx, cancel := context.WithCancelCause(context.Background())
+		a := h.do(ctx, in{Key: "a", ID: 1, W: 5})
+		b := h.do(context.Background(), in{Key: "b", ID: 2, W: 1})
+		synctest.Wait()
+		cause := errors.New("gave up")
+		cancel(cause)
+		synctest.Wait()
+		r := got(t, a)
+		assert.ErrorIs(t, r.err, context.Canceled)
+		assert.ErrorIs(t, r.err, cause)
+		assert.Equal(t, Stats{Queued: 1, Weight: 1, Lanes: 1, Admitted: 2, Dropped: 1}, h.f.Stats())
+		advance(time.Second)
+		assert.Equal(t, answer{20, nil}, got(t, b))
+		assert.Equal(t, [][]int{{2}}, ids(h.seen()), "the dropped input reaches no call")
+
+		_, err := h.f.Do(ctx, in{Key: "a", ID: 3})
+		assert.ErrorIs(t, err, context.Canceled, "a context ended before Do")
+	})
+}
+
+func TestResults(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name string
+		call Call[string, in, int]
+		want func(t *testing.T, i int, a answer)
+	}{
+		{"error", func(context.Context, string, []in) ([]int, error) { return nil, boom },
+			func(t *testing.T, i int, a answer) { assert.ErrorIs(t, a.err, boom) }},
+		{"errors per input", func(_ context.Context, _ string, ins []in) ([]int, error) {
+			return []int{7, 0, 9}, Errors{nil, boom, nil}
+		}, func(t *testing.T, i int, a answer) {
+			if i == 1 {
+				assert.ErrorIs(t, a.err, boom)
+			} else {
+				assert.Equal(t, answer{7 + i, nil}, a)
+			}
+		}},
+		{"wrapped Errors", func(_ context.Context, _ string, ins []in) ([]int, error) {
+			return []int{7, 0, 9}, fmt.Errorf("some: %w", Errors{nil, boom, nil})
+		}, func(t *testing.T, i int, a answer) {
+			if i == 1 {
+				assert.ErrorIs(t, a.err, boom)
+			} else {
+				assert.NoError(t, a.err)
+			}
+		}},
+		{"Errors of wrong length", func(context.Context, string, []in) ([]int, error) { return nil, Errors{boom} },
+			func(t *testing.T, i int, a answer) { assert.ErrorContains(t, a.err, "1 errors for 3 inputs") }},
+		{"wrong number of outputs", func(context.Context, string, []in) ([]int, error) { return []int{1}, nil },
+			func(t *testing.T, i int, a answer) { assert.ErrorContains(t, a.err, "1 outputs for 3 inputs") }},
+		{"panic", func(context.Context, string, []in) ([]int, error) { panic("oops") },
+			func(t *testing.T, i int, a answer) {
+				var p *PanicError
+				require.ErrorAs(t, a.err, &p)
+				assert.Equal(t, "oops", p.Value)
+				assert.ErrorContains(t, a.err, "oops")
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := 0
+				f, err := New(func(ctx context.Context, key string, ins []in) ([]int, error) {
+					if n++; n > 1 {
+						return []int{42}, nil // the ferry keeps working
+					}
+					return tc.call(ctx, key, ins)
+				}, Config[string, in]{Key: inCfg.Key, MaxBatchDelay: time.Millisecond})
+				require.NoError(t, err)
+				defer f.Close()
+				var cs []chan answer
+				for i := range 3 {
+					c := make(chan answer, 1)
+					go func() { out, err := f.Do(context.Background(), in{Key: "a", ID: i}); c <- answer{out, err} }()
+					cs = append(cs, c)
+					synctest.Wait()
+				}
+				advance(time.Millisecond)
+				for i, c := range cs {
+					tc.want(t, i, got(t, c))
+				}
+				out, err := f.Do(context.Background(), in{Key: "a"})
+				assert.NoError(t, err)
+				assert.Equal(t, 42, out)
+			})
+		})
+	}
+}
+
+func TestDirectCallPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, err := New(func(context.Context, string, []in) ([]int, error) { panic(errors.New("bad")) },
+			Config[string, in]{Key: inCfg.Key, DirectCalls: true})
+		require.NoError(t, err)
+		defer f.Close()
+		_, err = f.Do(context.Background(), in{Key: "a"})
+		var p *PanicError
+		assert.ErrorAs(t, err, &p)
+		assert.ErrorContains(t, err, "bad")
+		assert.Equal(t, Stats{DirectCalls: 1}, f.Stats(), "released")
+	})
+}
+
+func TestClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour, MaxBatchSize: 1}, true)
+		ctx := context.Background()
+		a := h.do(ctx, in{Key: "a", ID: 1})
+		synctest.Wait()
+		b := h.do(ctx, in{Key: "b", ID: 2, R: 1})
+		b2 := h.do(ctx, in{Key: "b", ID: 3})
+		c := h.do(ctx, in{Key: "a", ID: 4})
+		synctest.Wait()
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() { assert.NoError(t, h.f.Close()) })
+		}
+		wg.Wait()
+		start := time.Now()
+		for _, x := range []chan answer{a, b, b2, c} {
+			assert.ErrorIs(t, got(t, x).err, ErrClosed)
+		}
+		assert.Equal(t, start, time.Now())
+		_, err := h.f.Do(ctx, in{Key: "a"})
+		assert.ErrorIs(t, err, ErrClosed)
+		assert.Equal(t, Stats{Admitted: 4, Batches: 2}, h.f.Stats(), "the final snapshot")
+		assert.NoError(t, h.f.Close())
+	})
+}
+
+func TestShutdownRunsWhatWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour, MaxBatchSize: 2, MaxInFlightBatches: 1}, false)
+		ctx := context.Background()
+		var cs []chan answer
+		for i, k := range []string{"a", "a", "a", "b"} {
+			cs = append(cs, h.do(ctx, in{Key: k, ID: i}))
+		}
+		synctest.Wait()
+		assert.Equal(t, [][]int{{0, 1}}, ids(h.seen()))
+		start := time.Now()
+		require.NoError(t, h.f.Shutdown(ctx))
+		assert.Equal(t, start, time.Now(), "no waiting for deadlines")
+		for i, c := range cs {
+			assert.Equal(t, answer{10 * i, nil}, got(t, c))
+		}
+		assert.Equal(t, [][]int{{0, 1}, {2}, {3}}, ids(h.seen()))
+		assert.NoError(t, h.f.Shutdown(ctx))
+	})
+}
+
+func TestShutdownGivesUpWithItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{}, true)
+		a := h.do(context.Background(), in{Key: "a", ID: 1})
+		b := h.do(context.Background(), in{Key: "a", ID: 2})
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		assert.ErrorIs(t, h.f.Shutdown(ctx), context.DeadlineExceeded)
+		h.hold <- struct{}{}
+		synctest.Wait()
+		assert.Equal(t, answer{10, nil}, got(t, a), "the ferry keeps draining")
+		assert.Equal(t, [][]int{{1}, {2}}, ids(h.seen()))
+		require.NoError(t, h.f.Close())
+		assert.ErrorIs(t, got(t, b).err, ErrClosed, "Close ends what is left")
+	})
+}
