@@ -92,7 +92,7 @@ type loop[K comparable, I, O any] struct {
 	admitted, rejected, dropped, batches, directs uint64
 
 	errFull, errFullWeight error
-	drained               []*waiter[K, I, O]
+	drained                []*waiter[K, I, O]
 }
 
 func newLoop[K comparable, I, O any](f *Ferry[K, I, O], workers int, origin time.Time) *loop[K, I, O] {
