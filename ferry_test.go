@@ -320,7 +320,9 @@ func TestOneCallPerKeyWhileInputsJoin(t *testing.T) {
 		ctx := context.Background()
 		a := h.do(ctx, in{Key: "a", ID: 1})
 		synctest.Wait()
-		b, c := h.do(ctx, in{Key: "a", ID: 2}), h.do(ctx, in{Key: "a", ID: 3})
+		b := h.do(ctx, in{Key: "a", ID: 2})
+		synctest.Wait()
+		c := h.do(ctx, in{Key: "a", ID: 3})
 		synctest.Wait()
 		assert.Len(t, h.seen(), 1, "a second call for a waits, though workers are free")
 		assert.Equal(t, 2, h.f.Stats().Queued)
@@ -443,6 +445,7 @@ func TestDirectCallContextEnds(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, uint64(2), h.f.Stats().DirectCalls)
 		require.NoError(t, h.f.Close())
+		synctest.Wait()
 		assert.ErrorIs(t, got(t, b).err, ErrClosed, "with the ferry's close, as its cause")
 	})
 }
@@ -461,6 +464,7 @@ func TestBatchedCallContextEndsOnlyWithClose(t *testing.T) {
 		pending(t, b)
 		assert.Equal(t, 1, h.f.Stats().Busy, "and its call goes on")
 		require.NoError(t, h.f.Close())
+		synctest.Wait()
 		assert.ErrorIs(t, got(t, b).err, ErrClosed, "context.Cause of the call's context")
 	})
 }
@@ -588,6 +592,7 @@ func TestClose(t *testing.T) {
 			wg.Go(func() { assert.NoError(t, h.f.Close()) })
 		}
 		wg.Wait()
+		synctest.Wait()
 		start := time.Now()
 		for _, x := range []chan answer{a, b, b2, c} {
 			assert.ErrorIs(t, got(t, x).err, ErrClosed)
@@ -607,11 +612,13 @@ func TestShutdownRunsWhatWaits(t *testing.T) {
 		var cs []chan answer
 		for i, k := range []string{"a", "a", "a", "b"} {
 			cs = append(cs, h.do(ctx, in{Key: k, ID: i}))
+			synctest.Wait()
 		}
 		synctest.Wait()
 		assert.Equal(t, [][]int{{0, 1}}, ids(h.seen()))
 		start := time.Now()
 		require.NoError(t, h.f.Shutdown(ctx))
+		synctest.Wait()
 		assert.Equal(t, start, time.Now(), "no waiting for deadlines")
 		for i, c := range cs {
 			assert.Equal(t, answer{10 * i, nil}, got(t, c))
@@ -625,6 +632,7 @@ func TestShutdownGivesUpWithItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{}, true)
 		a := h.do(context.Background(), in{Key: "a", ID: 1})
+		synctest.Wait()
 		b := h.do(context.Background(), in{Key: "a", ID: 2})
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -635,6 +643,27 @@ func TestShutdownGivesUpWithItsContext(t *testing.T) {
 		assert.Equal(t, answer{10, nil}, got(t, a), "the ferry keeps draining")
 		assert.Equal(t, [][]int{{1}, {2}}, ids(h.seen()))
 		require.NoError(t, h.f.Close())
+		synctest.Wait()
 		assert.ErrorIs(t, got(t, b).err, ErrClosed, "Close ends what is left")
+	})
+}
+
+func TestErrorTypes(t *testing.T) {
+	e1, e2 := errors.New("one"), errors.New("two")
+	errs := Errors{nil, e1, e2}
+	assert.Equal(t, "input 1: one; input 2: two", errs.Error())
+	assert.ErrorIs(t, errs, e2)
+	assert.Equal(t, "ferry: no input failed", Errors{nil}.Error())
+	p := &PanicError{Value: e1}
+	assert.ErrorIs(t, p, e1)
+	assert.Nil(t, (&PanicError{Value: 3}).Unwrap())
+}
+
+func TestShutdownAfterClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{}, false)
+		require.NoError(t, h.f.Close())
+		assert.NoError(t, h.f.Shutdown(context.Background()))
+		assert.Equal(t, Stats{}, h.f.Stats())
 	})
 }

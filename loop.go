@@ -201,7 +201,8 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 }
 
 // turn starts a batch on every idle worker while a lane is ready, then sets
-// the alarm to the earliest deadline left.
+// the alarm to the earliest deadline left, which is in the future if a worker
+// is idle.
 func (l *loop[K, I, O]) turn(now time.Time) {
 	st := l.st
 	for len(l.idle) > 0 && st.hasReady(now) {
@@ -214,8 +215,11 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		l.batches++
 		wk.jobs <- job[K, I, O]{key, batch}
 	}
+	// With every worker busy nothing can start before a release, and a
+	// release wakes the loop anyway; a due lane must not keep the alarm
+	// ringing meanwhile.
 	t, ok := st.earliest()
-	l.alarm.set(t, ok, now)
+	l.alarm.set(t, ok && len(l.idle) > 0, now)
 }
 
 // close drains the room, answering every waiting caller with ErrClosed, and

@@ -1,0 +1,248 @@
+package ferry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var errFuzzCall = errors.New("fuzz: call failed")
+
+// ferryRun is one random schedule through a whole ferry, in a synctest bubble.
+type ferryRun struct {
+	t   *testing.T
+	cfg Config[string, in]
+
+	mu      sync.Mutex
+	modes   map[int]int // by input id: how the call of a batch led by it behaves
+	busy    map[string]bool
+	gaveUp  map[int]bool // inputs whose caller returned with its context's error
+	closed  bool         // Close was called and has been taken in by the loop
+	calls   int
+	inCalls int
+	bad     []string
+}
+
+func (r *ferryRun) fail(format string, args ...any) {
+	r.bad = append(r.bad, fmt.Sprintf(format, args...))
+}
+
+func (r *ferryRun) call(ctx context.Context, key string, ins []in) ([]int, error) {
+	r.mu.Lock()
+	r.calls++
+	r.inCalls += len(ins)
+	if r.closed {
+		r.fail("a call for %s started after Close", key)
+	}
+	if r.busy[key] {
+		r.fail("two calls in flight for %s", key)
+	}
+	r.busy[key] = true
+	var w int64
+	for i, x := range ins {
+		w += x.W
+		if r.gaveUp[x.ID] {
+			r.fail("input %d joined a call after its caller gave up", x.ID)
+		}
+		if i > 0 && (ins[i-1].R > x.R || ins[i-1].R == x.R && ins[i-1].ID > x.ID) {
+			r.fail("batch %v out of rank order", ins)
+		}
+	}
+	if n := r.cfg.MaxBatchSize; len(ins) > n {
+		r.fail("batch of %d, limit %d", len(ins), n)
+	}
+	if lim := r.cfg.MaxBatchWeight; lim > 0 && len(ins) > 1 && w > lim {
+		r.fail("batch %v weighs %d, limit %d", ins, w, lim)
+	}
+	mode := r.modes[ins[0].ID]
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.busy[key] = false
+		r.mu.Unlock()
+	}()
+	select {
+	case <-time.After(time.Duration(mode/4) * time.Millisecond):
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	outs := make([]int, len(ins))
+	for i, x := range ins {
+		outs[i] = 10 * x.ID
+	}
+	switch mode % 4 {
+	case 1:
+		return nil, errFuzzCall
+	case 2:
+		panic("fuzz panic")
+	case 3:
+		errs := make(Errors, len(ins))
+		for i, x := range ins {
+			if x.ID%2 == 1 {
+				errs[i] = errFuzzCall
+			}
+		}
+		return outs, errs
+	}
+	return outs, nil
+}
+
+type fuzzCaller struct {
+	x      in
+	cancel context.CancelFunc
+	c      chan answer
+	done   bool // its answer was received
+	a      answer
+}
+
+func runFerry(t *testing.T, data []byte) {
+	b := &bytes{data}
+	cfg := inCfg
+	cfg.MaxBatchSize = 1 + b.next()%4
+	cfg.MaxBatchWeight = int64(b.next() % 7)
+	cfg.MaxBatchDelay = []time.Duration{0, time.Millisecond, 5 * time.Millisecond}[b.next()%3]
+	cfg.MaxInFlightBatches = 1 + b.next()%3
+	cfg.MaxQueued = 1 + b.next()%8
+	cfg.MaxQueuedWeight = int64(b.next() % 13)
+	cfg.DirectCalls = b.next()%2 == 1
+	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, busy: map[string]bool{}, gaveUp: map[int]bool{}}
+	f, err := New(r.call, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var callers []*fuzzCaller
+	closeDone := make(chan error, 1)
+	stopping := false
+	for step := 0; b.more() && step < 200; step++ {
+		switch op := b.next() % 8; op {
+		case 0, 1, 2: // Do
+			id := len(callers)
+			x := in{Key: string(rune('a' + b.next()%3)), ID: id, W: int64(b.next() % 5), R: int64(b.next() % 3)}
+			r.mu.Lock()
+			r.modes[id] = b.next() % 16
+			r.mu.Unlock()
+			ctx, cancel := context.WithCancel(context.Background())
+			c := &fuzzCaller{x: x, cancel: cancel, c: make(chan answer, 1)}
+			callers = append(callers, c)
+			go func() {
+				out, err := f.Do(ctx, x)
+				c.c <- answer{out, err}
+			}()
+		case 3: // a caller gives up
+			if len(callers) > 0 {
+				callers[b.next()%len(callers)].cancel()
+			}
+		case 4, 5: // time passes
+			time.Sleep(time.Duration(b.next()%4) * time.Millisecond)
+		case 6: // Close or Shutdown, rarely
+			if stopping || b.next()%4 != 0 {
+				continue
+			}
+			stopping = true
+			if b.next()%2 == 0 {
+				go func() { closeDone <- f.Close() }()
+				synctest.Wait()
+				r.mu.Lock()
+				r.closed = true
+				r.mu.Unlock()
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(b.next()%8)*time.Millisecond)
+				go func() {
+					defer cancel()
+					if err := f.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+						closeDone <- err
+						return
+					}
+					closeDone <- f.Close()
+				}()
+			}
+		case 7: // Stats goes through the loop too
+			s := f.Stats()
+			if s.Queued > cfg.MaxQueued || cfg.MaxQueuedWeight > 0 && s.Weight > cfg.MaxQueuedWeight {
+				t.Fatalf("room over its limits: %+v", s)
+			}
+		}
+		synctest.Wait()
+		r.mu.Lock()
+		for _, c := range callers {
+			if !c.done {
+				select {
+				case c.a = <-c.c:
+					c.done = true
+					if errors.Is(c.a.err, context.Canceled) {
+						r.gaveUp[c.x.ID] = true
+					}
+				default:
+				}
+			}
+		}
+		r.mu.Unlock()
+	}
+	if !stopping {
+		go func() { closeDone <- f.Close() }()
+	}
+	if err := <-closeDone; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, c := range callers {
+		if !c.done {
+			c.a = <-c.c // every caller has its answer once Close returns
+		}
+		c.cancel()
+		checkAnswer(t, c)
+	}
+	s := f.Stats()
+	if s.Queued != 0 || s.Weight != 0 || s.Busy != 0 || s.Lanes != 0 {
+		t.Fatalf("after Close: %+v", s)
+	}
+	if s.Batches+s.DirectCalls < uint64(r.calls) || s.Batches > uint64(r.calls) {
+		t.Fatalf("%d calls made, stats say %+v", r.calls, s)
+	}
+	if s.Admitted < s.Dropped+s.Batches {
+		t.Fatalf("stats: %+v", s)
+	}
+	if len(r.bad) > 0 {
+		t.Fatal(r.bad)
+	}
+}
+
+// checkAnswer verifies what one Do returned: the right output, or an error
+// the schedule could have caused.
+func checkAnswer(t *testing.T, c *fuzzCaller) {
+	var p *PanicError
+	switch err := c.a.err; {
+	case err == nil:
+		if c.a.out != 10*c.x.ID {
+			t.Fatalf("input %d got %d", c.x.ID, c.a.out)
+		}
+	case errors.Is(err, ErrRejected), errors.Is(err, ErrClosed), errors.Is(err, errFuzzCall),
+		errors.As(err, &p), errors.Is(err, context.Canceled):
+	default:
+		t.Fatalf("input %d: unexpected error %v", c.x.ID, err)
+	}
+}
+
+// FuzzFerry runs random schedules through a whole ferry in a synctest bubble.
+func FuzzFerry(f *testing.F) {
+	for _, seed := range ferrySeeds {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		synctest.Test(t, func(t *testing.T) { runFerry(t, data) })
+	})
+}
+
+var ferrySeeds = [][]byte{
+	// batch 2, delay 1ms, 2 workers, room 4: inputs, time, a cancellation
+	{1, 0, 1, 1, 3, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 4, 0, 2, 0, 2, 5, 3, 3, 1, 4, 1, 7, 0, 2, 2, 1, 4, 3},
+	// direct calls, zero delay, failing and panicking calls, then Close
+	{2, 3, 0, 0, 7, 0, 1, 0, 1, 0, 1, 1, 1, 0, 2, 1, 2, 2, 2, 0, 3, 3, 4, 2, 6, 0, 0, 4, 3},
+	// weights near the limits, Shutdown with a short deadline
+	{3, 4, 2, 2, 5, 9, 0, 0, 1, 3, 0, 4, 1, 0, 2, 2, 1, 0, 1, 4, 2, 4, 4, 3, 7, 6, 0, 1, 3},
+	// long calls, many cancellations, Close while calls are in flight
+	{0, 0, 1, 0, 7, 0, 0, 0, 0, 0, 12, 0, 1, 0, 0, 13, 3, 0, 3, 1, 4, 1, 0, 2, 1, 1, 14, 6, 0, 0, 4},
+}

@@ -1,0 +1,87 @@
+package ferry
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStress runs many goroutines with random keys, weights and cancellations
+// against a real clock, and checks that every answer is the right one.
+func TestStress(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stress")
+	}
+	var mu sync.Mutex
+	busy := map[string]bool{}
+	var bad []string
+	f, err := New(func(ctx context.Context, key string, ins []in) ([]int, error) {
+		mu.Lock()
+		if busy[key] {
+			bad = append(bad, "two calls for "+key)
+		}
+		busy[key] = true
+		mu.Unlock()
+		runtime.Gosched()
+		mu.Lock()
+		busy[key] = false
+		mu.Unlock()
+		outs := make([]int, len(ins))
+		for i, x := range ins {
+			outs[i] = 10 * x.ID
+		}
+		return outs, nil
+	}, Config[string, in]{
+		Key: inCfg.Key, Weight: inCfg.Weight, Rank: inCfg.Rank,
+		MaxBatchSize: 8, MaxBatchWeight: 20, MaxBatchDelay: 50 * time.Microsecond,
+		MaxInFlightBatches: 3, MaxQueued: 256, MaxQueuedWeight: 600,
+	})
+	require.NoError(t, err)
+	const goroutines, each = 64, 300
+	var wg sync.WaitGroup
+	var ok, cancelled, rejected, wrong int64
+	var cmu sync.Mutex
+	for g := range goroutines {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for i := range each {
+				id := g*each + i
+				x := in{Key: string(rune('a' + rng.IntN(8))), ID: id, W: rng.Int64N(6), R: rng.Int64N(3)}
+				ctx, cancel := context.WithCancel(context.Background())
+				if rng.IntN(8) == 0 {
+					time.AfterFunc(time.Duration(rng.IntN(100))*time.Microsecond, cancel)
+				}
+				out, err := f.Do(ctx, x)
+				cancel()
+				cmu.Lock()
+				switch {
+				case err == nil && out == 10*id:
+					ok++
+				case errors.Is(err, context.Canceled):
+					cancelled++
+				case errors.Is(err, ErrRejected):
+					rejected++
+				default:
+					wrong++
+				}
+				cmu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, f.Close()) // calls of callers that gave up may still run until now
+	s := f.Stats()
+	assert.Empty(t, bad)
+	assert.Zero(t, wrong)
+	assert.Equal(t, int64(goroutines*each), ok+cancelled+rejected)
+	assert.Positive(t, ok)
+	assert.Equal(t, 0, s.Queued+s.Busy+s.Lanes)
+	t.Logf("ok %d, cancelled %d, rejected %d, %d batches for %d admitted", ok, cancelled, rejected, s.Batches, s.Admitted)
+}
