@@ -178,7 +178,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		inc:    make(chan msg[K, I, O], incSize),
 		done:   make(chan struct{}),
 	}
-	f.pool.New = func() any { return &waiter[K, I, O]{c: make(chan result[O], 2)} }
+	f.pool.New = func() any { return &waiter[K, I, O]{c: make(chan result[O], 1)} }
 	f.ctx, f.cancel = context.WithCancelCause(context.Background())
 	l := newLoop(f, workers, time.Now())
 	go l.run()
@@ -254,35 +254,24 @@ func (f *Ferry[K, I, O]) answer(ctx context.Context, w *waiter[K, I, O], r resul
 }
 
 // abandon drops w's input if it still waits, for a caller whose ctx ended,
-// and waits for the loop's word on it, so that an input whose caller has
-// returned never joins a call after that. w is pooled again only if nothing
-// more can arrive on w.c.
+// and waits for one word on w.c, so that an input whose caller has returned
+// never joins a call after that. Only a dropped w goes back to the pool: in
+// every other case the loop or a worker may still send on w.c.
 func (f *Ferry[K, I, O]) abandon(w *waiter[K, I, O]) {
 	select {
 	case f.inc <- msg[K, I, O]{op: opDrop, w: w}:
 	case <-f.done:
 		return
 	}
-	answered := false
-	for {
-		select {
-		case r := <-w.c:
-			switch r.err {
-			case errDropped:
-				f.put(w)
-				return
-			case errKept:
-				if answered {
-					f.put(w)
-				}
-				return // else its call is in flight and will answer w.c
-			case errClaimed:
-				f.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: direct}
-			}
-			answered = true
-		case <-f.done:
-			return
+	select {
+	case r := <-w.c:
+		switch r.err {
+		case errDropped:
+			f.put(w)
+		case errClaimed:
+			f.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: direct}
 		}
+	case <-f.done:
 	}
 }
 

@@ -48,9 +48,11 @@ type waiter[K comparable, I, O any] struct {
 	c      chan result[O]
 }
 
-// result is an answer to a waiter, sent on its channel. The channel is
-// buffered 2: a waiter gets one answer, and one more if its caller gave up
-// and asked for a drop (the loop's word on the drop), so no send blocks.
+// result is an answer to a waiter, sent on its channel, which is buffered 1.
+// A waiter gets one answer, and its caller reads one. If the caller gave up
+// and asked for a drop, the loop's word on it (errDropped or errKept) is
+// sent only into an empty channel; a call's answer may follow an errKept,
+// into the channel the caller has emptied, so no send blocks.
 type result[O any] struct {
 	out O
 	err error
@@ -178,9 +180,12 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		w := m.w
 		if _, ok := st.drop(w.key, w.tk); ok && w.tk.seq != 0 {
 			l.dropped++
-			w.c <- result[O]{err: errDropped}
-		} else {
-			w.c <- result[O]{err: errKept}
+			w.c <- result[O]{err: errDropped} // it had no answer: w.c is empty
+			return
+		}
+		select {
+		case w.c <- result[O]{err: errKept}:
+		default: // w.c holds its answer, which says enough
 		}
 	case opRelease:
 		st.release(m.key, now)

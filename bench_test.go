@@ -1,0 +1,285 @@
+package ferry
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// window runs callers closed-loop until b.N inputs have been answered after a
+// warm-up, and reports per-input figures for that window only, so that start,
+// the partial-batch tail and the drain stay out of them. each is one caller's
+// loop body; it returns false to report a wrong answer.
+func window(b *testing.B, callers int, each func(caller int) bool, batches func() uint64) {
+	var done, wrong atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for !stop.Load() {
+				if !each(c) {
+					wrong.Add(1)
+				}
+				done.Add(1)
+			}
+		})
+	}
+	warm := int64(callers) * 4
+	for done.Load() < warm {
+		time.Sleep(time.Millisecond)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	b0 := batches()
+	start := done.Load()
+	b.ResetTimer()
+	t0 := time.Now()
+	for done.Load()-start < int64(b.N) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	elapsed := time.Since(t0)
+	n := done.Load() - start
+	b.StopTimer()
+	runtime.ReadMemStats(&m1)
+	b1 := batches()
+	stop.Store(true)
+	wg.Wait()
+	if wrong.Load() > 0 {
+		b.Fatalf("%d wrong answers", wrong.Load())
+	}
+	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(n), "ns/input")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(n), "B/input")
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(n), "allocs/input")
+	if b1 > b0 {
+		b.ReportMetric(float64(n)/float64(b1-b0), "inputs/batch")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkFloor is the cost of the channel shape itself: a request to one
+// goroutine and the reply waited for in a select with the caller's context,
+// on a pooled reply channel. Read every ferry figure as a ratio to it.
+func BenchmarkFloor(b *testing.B) {
+	for _, callers := range []int{1, 1024} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			type req struct {
+				v int
+				c chan int
+			}
+			reqs := make(chan req, incSize)
+			quit := make(chan struct{})
+			go func() {
+				for {
+					select {
+					case r := <-reqs:
+						r.c <- r.v
+					case <-quit:
+						return
+					}
+				}
+			}()
+			defer close(quit)
+			ctxs, replies := callerContexts(b, callers), make([]chan int, callers)
+			for i := range replies {
+				replies[i] = make(chan int, 1)
+			}
+			seq := make([]int, callers)
+			window(b, callers, func(c int) bool {
+				seq[c]++
+				reqs <- req{seq[c], replies[c]}
+				select {
+				case v := <-replies[c]:
+					return v == seq[c]
+				case <-ctxs[c].Done():
+					return false
+				}
+			}, func() uint64 { return 0 })
+		})
+	}
+}
+
+// callerContexts gives each caller its own cancellable context, as a server's
+// requests have. They are cancelled when the benchmark ends.
+func callerContexts(b *testing.B, n int) []context.Context {
+	ctxs := make([]context.Context, n)
+	for i := range ctxs {
+		ctx, cancel := context.WithCancel(context.Background())
+		b.Cleanup(cancel)
+		ctxs[i] = ctx
+	}
+	return ctxs
+}
+
+func echo(_ context.Context, _ int, ins []int) ([]int, error) {
+	outs := make([]int, len(ins))
+	copy(outs, ins)
+	return outs, nil
+}
+
+// BenchmarkDo is closed-loop callers, each fixed to one key with its own
+// context, through an echo Call: keys x MaxBatchSize, max(128, keys x batch)
+// callers.
+func BenchmarkDo(b *testing.B) {
+	for _, keys := range []int{1, 16, 1024} {
+		for _, batch := range []int{1, 8, 64} {
+			callers := max(128, keys*batch)
+			b.Run(fmt.Sprintf("keys=%d/batch=%d", keys, batch), func(b *testing.B) {
+				benchDo(b, keys, batch, callers)
+			})
+		}
+	}
+}
+
+func benchDo(b *testing.B, keys, batch, callers int) {
+	f, err := New(echo, Config[int, int]{
+		Key:          func(v int) int { return v % keys },
+		MaxBatchSize: batch,
+		MaxQueued:    callers,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	ctxs := callerContexts(b, callers)
+	seq := make([]int, callers)
+	window(b, callers, func(c int) bool {
+		seq[c] += keys
+		in := c%keys + seq[c] // every input of caller c has key c % keys
+		out, err := f.Do(ctxs[c], in)
+		return err == nil && out == in
+	}, func() uint64 { return f.Stats().Batches })
+}
+
+// BenchmarkDirect is DirectCalls on idle keys, each caller with a key of its
+// own, beside a plain function call.
+func BenchmarkDirect(b *testing.B) {
+	b.Run("plain", func(b *testing.B) {
+		var sink []int
+		for i := 0; b.Loop(); i++ {
+			sink, _ = echo(context.Background(), 0, []int{i})
+		}
+		_ = sink
+	})
+	for _, callers := range []int{1, 128} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			f, err := New(echo, Config[int, int]{Key: func(v int) int { return v % callers }, DirectCalls: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			ctxs := callerContexts(b, callers)
+			seq := make([]int, callers)
+			window(b, callers, func(c int) bool {
+				seq[c] += callers
+				in := c + seq[c]
+				out, err := f.Do(ctxs[c], in)
+				return err == nil && out == in
+			}, func() uint64 { return f.Stats().DirectCalls })
+		})
+	}
+}
+
+// BenchmarkState measures the core alone: admit, take and release per input,
+// with a lane holding n inputs of equal rank throughout. The cost per input
+// must not grow with n.
+func BenchmarkState(b *testing.B) {
+	const batch = 64
+	for _, n := range []int{10, 1000, 100_000} {
+		b.Run(fmt.Sprintf("lane=%d", n), func(b *testing.B) {
+			lim := limits{batchSize: batch, delay: time.Millisecond, queued: n + batch}
+			s := newState[int, int](lim, t0)
+			now := t0
+			for i := range n {
+				s.admit(0, 1, 0, now, i)
+			}
+			buf := make([]int, 0, batch)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				for j := range batch {
+					s.admit(0, 1, 0, now, j)
+				}
+				_, got, ok := s.take(now, buf[:0])
+				if !ok || len(got) != batch {
+					b.Fatalf("took %d, %v", len(got), ok)
+				}
+				now = now.Add(time.Microsecond)
+				s.release(0, now)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/input")
+		})
+	}
+}
+
+// heap is the live heap after a full collection.
+func heap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkWaiting is the memory of waiting inputs: n inputs over n/10 keys,
+// each in its own goroutine blocked in Do until a deadline an hour away.
+// B/waiting is the library's heap per waiting input (waiting room, waiter and
+// reply channel): the heap with them waiting, less the heap with as many
+// goroutines blocked in a plain select. B-after is the heap once they have
+// drained and the ferry is closed, less the heap before it was made.
+func BenchmarkWaiting(b *testing.B) {
+	const n = 1_000_000
+	for b.Loop() {
+		park(n) // so both waves below reuse the same goroutines
+		base := heap()
+		blocked := park(n)
+		f, err := New(echo, Config[int, int]{
+			Key: func(v int) int { return v % (n / 10) }, MaxBatchDelay: time.Hour, MaxQueued: n,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		before := heap()
+		for i := range n {
+			wg.Go(func() { f.Do(context.Background(), i) })
+		}
+		for f.Stats().Queued < n {
+			time.Sleep(10 * time.Millisecond)
+		}
+		waiting := heap() - before
+		if err := f.Shutdown(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		wg.Wait()
+		after := int64(heap()) - int64(base)
+		b.ReportMetric((float64(waiting)-float64(blocked))/n, "B/waiting")
+		b.ReportMetric(float64(after), "B-after")
+		b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines-after")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// park starts n goroutines blocked in a select, and returns the heap they
+// took, once they have all gone again.
+func park(n int) uint64 {
+	block := make(chan struct{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	before := heap()
+	for range n {
+		wg.Go(func() {
+			select {
+			case <-block:
+			case <-ctx.Done():
+			}
+		})
+	}
+	taken := heap() - before
+	close(block)
+	wg.Wait()
+	return taken
+}
