@@ -19,8 +19,9 @@ import (
 
 // Call runs one batch for one key and returns one output per input, in order.
 // Its context ends when the ferry closes (or, for a direct call, when the
-// caller's context ends). To fail some inputs and not others, return an
-// [Errors] as the error. A panic fails the batch's inputs with a *PanicError.
+// caller's context ends). inputs is the ferry's until Call returns: copy
+// what must outlive the call. To fail some inputs and not others, return an
+// [Errors]. A panic fails the batch's inputs with a *PanicError.
 type Call[K comparable, I, O any] func(ctx context.Context, key K, inputs []I) ([]O, error)
 
 // Config configures a Ferry. Key is required; every other zero field means
@@ -206,7 +207,7 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 		return zero, ctxErr(ctx)
 	}
 	w := f.pool.Get().(*waiter[K, I, O])
-	w.in, w.key, w.weight, w.rank = in, f.key(in), 1, 0
+	w.in[0], w.key, w.weight, w.rank = in, f.key(in), 1, 0
 	if f.weight != nil {
 		if w.weight = f.weight(in); w.weight < 0 {
 			err := fmt.Errorf("ferry: negative weight %d", w.weight)
@@ -220,11 +221,29 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 	if f.lim.delay > 0 {
 		w.at = time.Now() // the submission time, as the design says: before the loop sees it
 	}
+	m := msg[K, I, O]{op: opAdmit, w: w}
 	select {
-	case f.inc <- msg[K, I, O]{op: opAdmit, w: w}:
+	case f.inc <- m: // the fast path locks one channel
+	default:
+		select {
+		case f.inc <- m:
+		case <-f.done:
+			f.put(w)
+			return zero, ErrClosed
+		}
+	}
+	// The loop answers every admission it reads, and once done is closed it
+	// reads, at most once more, those already sent. So if done is not closed
+	// now, w.c will be answered, and the wait needs no case for done.
+	select {
 	case <-f.done:
-		f.put(w)
-		return zero, ErrClosed
+		select {
+		case r := <-w.c:
+			return f.answer(ctx, w, r)
+		default:
+			return zero, ErrClosed // w is not pooled: the loop's last read may yet answer it
+		}
+	default:
 	}
 	select {
 	case r := <-w.c:
@@ -232,22 +251,15 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 	case <-ctx.Done():
 		f.abandon(w)
 		return zero, ctxErr(ctx)
-	case <-f.done:
-		select {
-		case r := <-w.c:
-			return f.answer(ctx, w, r)
-		default:
-			return zero, ErrClosed // the loop ended before it read the admission
-		}
 	}
 }
 
 // answer finishes a Do whose reply is r: a direct call if the key was claimed.
 func (f *Ferry[K, I, O]) answer(ctx context.Context, w *waiter[K, I, O], r result[O]) (O, error) {
 	if r.err == errClaimed {
-		in, key := w.in, w.key
+		out, err := f.direct(ctx, w)
 		f.put(w)
-		return f.direct(ctx, key, in)
+		return out, err
 	}
 	f.put(w)
 	return r.out, r.err
@@ -279,15 +291,15 @@ func (f *Ferry[K, I, O]) abandon(w *waiter[K, I, O]) {
 // context carries the caller's values and ends with the caller's context or
 // the ferry's close. The key is released when the call is over, whatever
 // happened in it.
-func (f *Ferry[K, I, O]) direct(ctx context.Context, key K, in I) (out O, err error) {
+func (f *Ferry[K, I, O]) direct(ctx context.Context, w *waiter[K, I, O]) (out O, err error) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(f.ctx, func() { cancel(ErrClosed) })
 	defer func() {
 		stop()
 		cancel(nil)
-		f.inc <- msg[K, I, O]{op: opRelease, key: key, worker: direct}
+		f.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: direct}
 	}()
-	outs, err := f.run(cctx, key, []I{in})
+	outs, err := f.run(cctx, w.key, w.in[:])
 	errs, all := verdict(outs, err, 1)
 	r := pick(outs, errs, all, 0)
 	return r.out, r.err
@@ -310,12 +322,14 @@ func (f *Ferry[K, I, O]) run(ctx context.Context, key K, ins []I) (outs []O, err
 // fail. A Call that breaks its contract fails every input it broke it for.
 func verdict[O any](outs []O, err error, n int) (errs Errors, all error) {
 	if err != nil {
-		if !errors.As(err, &errs) {
+		var e Errors // declared here, as it escapes: no allocation for a nil err
+		if !errors.As(err, &e) {
 			return nil, err
 		}
-		if len(errs) != n {
-			return nil, fmt.Errorf("ferry: call returned %d errors for %d inputs", len(errs), n)
+		if len(e) != n {
+			return nil, fmt.Errorf("ferry: call returned %d errors for %d inputs", len(e), n)
 		}
+		errs = e
 	}
 	if len(outs) != n {
 		all = fmt.Errorf("ferry: call returned %d outputs for %d inputs", len(outs), n)

@@ -39,7 +39,7 @@ type msg[K comparable, I, O any] struct {
 // waiter is one Do in progress. The caller writes its fields before it sends
 // opAdmit; after that only tk is written, by the loop.
 type waiter[K comparable, I, O any] struct {
-	in     I
+	in     [1]I // an array, so that a direct call passes in[:] without allocating
 	key    K
 	weight int64
 	rank   int64
@@ -265,6 +265,13 @@ func (l *loop[K, I, O]) end() bool {
 	l.alarm.t.Stop()
 	l.f.last = l.stats()
 	close(l.f.done)
+	// Every message sent before done was closed is in inc now. Do waits for
+	// the answer to its admission without watching done, so answer those.
+	for n := len(l.f.inc); n > 0; n-- {
+		if m := <-l.f.inc; m.op == opAdmit {
+			m.w.c <- result[O]{err: ErrClosed}
+		}
+	}
 	return true
 }
 
@@ -287,12 +294,14 @@ func (l *loop[K, I, O]) stats() Stats {
 // the release before it answers the callers, so that their next Do comes
 // after it.
 func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
+	var ins []I // reused: a Call must not keep its inputs
 	for j := range jobs {
-		ins := make([]I, len(j.batch))
-		for i, w := range j.batch {
-			ins[i] = w.in
+		ins = ins[:0]
+		for _, w := range j.batch {
+			ins = append(ins, w.in[0])
 		}
 		outs, err := f.run(f.ctx, j.key, ins)
+		clear(ins)
 		f.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: id}
 		errs, all := verdict(outs, err, len(ins))
 		for i, w := range j.batch {

@@ -98,6 +98,9 @@ const shrinkLanes = 1024
 // freeLanes bounds the lanes kept for reuse.
 const freeLanes = 64
 
+// baseCap bounds the items a lane holds without growing its buffer.
+const baseCap = 64
+
 // state is the waiting room. Its zero value is not usable: use newState.
 type state[K comparable, E any] struct {
 	lim    limits
@@ -409,6 +412,7 @@ func (s *state[K, E]) newLane(key K) *lane[K, E] {
 		l, s.free = s.free[n-1], s.free[:n-1]
 	} else {
 		l = new(lane[K, E])
+		l.items.run.SetBaseCap(min(s.lim.batchSize, baseCap)) // no regrowth each busy period
 	}
 	l.key = key
 	s.lanes[key] = l
