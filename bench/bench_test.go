@@ -1,0 +1,310 @@
+// Package bench compares ferry with the batchers a Go user would otherwise
+// pick, on one workload in one process: closed-loop callers, each fixed to
+// one key with its own context, through an echo call that allocates its
+// output. Run ./run for the benchstat table in the README.
+package bench
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ferrygo/ferry"
+	"github.com/graph-gophers/dataloader/v7"
+	"github.com/vikstrous/dataloadgen"
+	"google.golang.org/api/support/bundler"
+)
+
+const (
+	keys    = 16
+	batch   = 64
+	callers = 1024
+	wait    = 100 * time.Microsecond // the delay of the peers that batch by time
+)
+
+// impl is one batcher under test: do sends in, which has key in % keys.
+type impl struct {
+	do    func(ctx context.Context, in int) (int, error)
+	close func()
+}
+
+func echo(ins []int) []int {
+	outs := make([]int, len(ins))
+	copy(outs, ins)
+	return outs
+}
+
+var impls = []struct {
+	name string
+	make func() impl
+}{
+	{"floor", newFloor},
+	{"ferry", newFerry},
+	{"mutex", newMutex},
+	{"dataloader", newDataloader},
+	{"dataloadgen", newDataloadgen},
+	{"bundler", newBundler},
+}
+
+func BenchmarkDo(b *testing.B) {
+	for _, im := range impls {
+		b.Run("impl="+im.name, func(b *testing.B) {
+			x := im.make()
+			defer x.close()
+			run(b, x)
+		})
+	}
+}
+
+// run drives callers closed-loop and measures a window of b.N answers after a
+// warm-up, so that start and the drain stay out of the figures.
+func run(b *testing.B, x impl) {
+	var done, wrong atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for c := range callers {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		wg.Go(func() {
+			for i := 1; !stop.Load(); i++ {
+				in := c%keys + i*keys
+				if out, err := x.do(ctx, in); err != nil || out != in {
+					wrong.Add(1)
+				}
+				done.Add(1)
+			}
+		})
+	}
+	for done.Load() < callers*4 {
+		time.Sleep(time.Millisecond)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	start := done.Load()
+	b.ResetTimer()
+	t0 := time.Now()
+	for done.Load()-start < int64(b.N) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	elapsed := time.Since(t0)
+	n := done.Load() - start
+	b.StopTimer()
+	runtime.ReadMemStats(&m1)
+	stop.Store(true)
+	wg.Wait()
+	if wrong.Load() > 0 {
+		b.Fatalf("%d wrong answers", wrong.Load())
+	}
+	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(n), "ns/input")
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(n), "allocs/input")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(n), "B/input")
+	b.ReportMetric(0, "ns/op")
+}
+
+// newFloor is the channel floor: a request to one goroutine, the reply
+// waited for in a select with the caller's context. It does no batching.
+func newFloor() impl {
+	type req struct {
+		v int
+		c chan int
+	}
+	reqs := make(chan req, 1024)
+	quit := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case r := <-reqs:
+				r.c <- r.v
+			case <-quit:
+				return
+			}
+		}
+	}()
+	pool := sync.Pool{New: func() any { return make(chan int, 1) }}
+	return impl{
+		do: func(ctx context.Context, in int) (int, error) {
+			c := pool.Get().(chan int)
+			reqs <- req{in, c}
+			select {
+			case v := <-c:
+				pool.Put(c)
+				return v, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		},
+		close: func() { close(quit) },
+	}
+}
+
+func newFerry() impl {
+	f, err := ferry.New(func(_ context.Context, _ int, ins []int) ([]int, error) { return echo(ins), nil },
+		ferry.Config[int, int]{Key: func(v int) int { return v % keys }, MaxBatchSize: batch, MaxQueued: callers})
+	if err != nil {
+		panic(err)
+	}
+	return impl{do: f.Do, close: func() { f.Close() }}
+}
+
+// newMutex is the batcher one writes by hand: a mutex, a lane per key, a
+// ready line and 4 workers woken by a condition variable.
+func newMutex() impl {
+	type waiter struct {
+		in  int
+		out chan int
+	}
+	var (
+		mu      sync.Mutex
+		cond    = sync.NewCond(&mu)
+		lanes   = map[int][]*waiter{}
+		busy    = map[int]bool{}
+		ready   []int
+		closing bool
+		wg      sync.WaitGroup
+	)
+	for range 4 {
+		wg.Go(func() {
+			mu.Lock()
+			for {
+				for len(ready) == 0 && !closing {
+					cond.Wait()
+				}
+				if closing {
+					mu.Unlock()
+					return
+				}
+				k := ready[0]
+				ready = ready[1:]
+				ws := lanes[k]
+				n := min(len(ws), batch)
+				take := ws[:n:n]
+				lanes[k] = ws[n:]
+				busy[k] = true
+				mu.Unlock()
+				ins := make([]int, n)
+				for i, w := range take {
+					ins[i] = w.in
+				}
+				outs := echo(ins)
+				for i, w := range take {
+					w.out <- outs[i]
+				}
+				mu.Lock()
+				busy[k] = false
+				if len(lanes[k]) > 0 {
+					ready = append(ready, k)
+					cond.Signal()
+				}
+			}
+		})
+	}
+	pool := sync.Pool{New: func() any { return &waiter{out: make(chan int, 1)} }}
+	return impl{
+		do: func(ctx context.Context, in int) (int, error) {
+			w := pool.Get().(*waiter)
+			w.in = in
+			k := in % keys
+			mu.Lock()
+			lanes[k] = append(lanes[k], w)
+			if !busy[k] && len(lanes[k]) == 1 {
+				ready = append(ready, k)
+				cond.Signal()
+			}
+			mu.Unlock()
+			select {
+			case v := <-w.out:
+				pool.Put(w)
+				return v, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		},
+		close: func() {
+			mu.Lock()
+			closing = true
+			cond.Broadcast()
+			mu.Unlock()
+			wg.Wait()
+		},
+	}
+}
+
+func newDataloader() impl {
+	var loaders [keys]*dataloader.Loader[int, int]
+	for i := range loaders {
+		loaders[i] = dataloader.NewBatchedLoader(func(_ context.Context, ins []int) []*dataloader.Result[int] {
+			rs := make([]*dataloader.Result[int], len(ins))
+			for i, v := range echo(ins) {
+				rs[i] = &dataloader.Result[int]{Data: v}
+			}
+			return rs
+		}, dataloader.WithBatchCapacity[int, int](batch), dataloader.WithWait[int, int](wait),
+			dataloader.WithCache[int, int](&dataloader.NoCache[int, int]{}))
+	}
+	return impl{
+		do:    func(ctx context.Context, in int) (int, error) { return loaders[in%keys].Load(ctx, in)() },
+		close: func() {},
+	}
+}
+
+func newDataloadgen() impl {
+	var loaders [keys]*dataloadgen.Loader[int, int]
+	for i := range loaders {
+		loaders[i] = dataloadgen.NewLoader(func(_ context.Context, ins []int) ([]int, []error) {
+			return echo(ins), nil
+		}, dataloadgen.WithBatchCapacity(batch), dataloadgen.WithWait(wait), dataloadgen.WithoutCache())
+	}
+	return impl{
+		do:    func(ctx context.Context, in int) (int, error) { return loaders[in%keys].Load(ctx, in) },
+		close: func() {},
+	}
+}
+
+func newBundler() impl {
+	type item struct {
+		in  int
+		out chan int
+	}
+	var bundlers [keys]*bundler.Bundler
+	for i := range bundlers {
+		b := bundler.NewBundler(&item{}, func(v any) {
+			items := v.([]*item)
+			ins := make([]int, len(items))
+			for i, it := range items {
+				ins[i] = it.in
+			}
+			for i, out := range echo(ins) {
+				items[i].out <- out
+			}
+		})
+		b.BundleCountThreshold = batch
+		b.DelayThreshold = wait
+		bundlers[i] = b
+	}
+	pool := sync.Pool{New: func() any { return &item{out: make(chan int, 1)} }}
+	return impl{
+		do: func(ctx context.Context, in int) (int, error) {
+			it := pool.Get().(*item)
+			it.in = in
+			if err := bundlers[in%keys].AddWait(ctx, it, 1); err != nil {
+				return 0, err
+			}
+			select {
+			case v := <-it.out:
+				pool.Put(it)
+				return v, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		},
+		close: func() {
+			for _, b := range bundlers {
+				b.Flush()
+			}
+		},
+	}
+}
+
