@@ -224,43 +224,70 @@ func heap() uint64 {
 	return m.HeapAlloc
 }
 
-// BenchmarkWaiting is the memory of waiting inputs: n inputs over n/10 keys,
-// each in its own goroutine blocked in Do until a deadline an hour away.
-// B/waiting is the library's heap per waiting input (waiting room, waiter and
-// reply channel): the heap with them waiting, less the heap with as many
-// goroutines blocked in a plain select. B-after is the heap once they have
-// drained and the ferry is closed, less the heap before it was made.
+// BenchmarkWaiting is the memory of waiting inputs: n inputs over n/10 keys.
+//   - room: the waiting room alone (the core, as the loop holds it), per input;
+//   - ferry: each input in its own goroutine blocked in Do until a deadline an
+//     hour away: the room plus each caller's waiter and reply channel, less
+//     the heap of as many goroutines blocked in a plain select.
+//
+// B-after is the heap once they have drained (and the ferry is closed), less
+// the heap before; goroutines-after counts what is left running.
 func BenchmarkWaiting(b *testing.B) {
-	const n = 1_000_000
-	for b.Loop() {
-		park(n) // so both waves below reuse the same goroutines
-		base := heap()
-		blocked := park(n)
-		f, err := New(echo, Config[int, int]{
-			Key: func(v int) int { return v % (n / 10) }, MaxBatchDelay: time.Hour, MaxQueued: n,
-		})
-		if err != nil {
-			b.Fatal(err)
+	const n, keys = 1_000_000, 100_000
+	b.Run("room", func(b *testing.B) {
+		for b.Loop() {
+			before := heap()
+			s := newState[int, *waiter[int, int, int]](limits{batchSize: 64, delay: time.Hour, queued: n}, t0)
+			for i := range n {
+				s.admit(i%keys, 1, 0, t0, nil)
+			}
+			waiting := heap() - before
+			s.flush()
+			for {
+				key, _, ok := s.take(t0, nil)
+				if !ok {
+					break
+				}
+				s.release(key, t0)
+			}
+			after := int64(heap()) - int64(before)
+			runtime.KeepAlive(s)
+			b.ReportMetric(float64(waiting)/n, "B/input")
+			b.ReportMetric(float64(after), "B-after")
 		}
-		var wg sync.WaitGroup
-		before := heap()
-		for i := range n {
-			wg.Go(func() { f.Do(context.Background(), i) })
+		b.ReportMetric(0, "ns/op")
+	})
+	b.Run("ferry", func(b *testing.B) {
+		for b.Loop() {
+			park(n) // so both waves below reuse the same goroutines
+			base := heap()
+			blocked := park(n)
+			f, err := New(echo, Config[int, int]{
+				Key: func(v int) int { return v % keys }, MaxBatchDelay: time.Hour, MaxQueued: n,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			before := heap()
+			for i := range n {
+				wg.Go(func() { f.Do(context.Background(), i) })
+			}
+			for f.Stats().Queued < n {
+				time.Sleep(10 * time.Millisecond)
+			}
+			waiting := heap() - before
+			if err := f.Shutdown(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			wg.Wait()
+			after := int64(heap()) - int64(base)
+			b.ReportMetric((float64(waiting)-float64(blocked))/n, "B/input")
+			b.ReportMetric(float64(after), "B-after")
+			b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines-after")
 		}
-		for f.Stats().Queued < n {
-			time.Sleep(10 * time.Millisecond)
-		}
-		waiting := heap() - before
-		if err := f.Shutdown(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		wg.Wait()
-		after := int64(heap()) - int64(base)
-		b.ReportMetric((float64(waiting)-float64(blocked))/n, "B/waiting")
-		b.ReportMetric(float64(after), "B-after")
-		b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines-after")
-	}
-	b.ReportMetric(0, "ns/op")
+		b.ReportMetric(0, "ns/op")
+	})
 }
 
 // park starts n goroutines blocked in a select, and returns the heap they

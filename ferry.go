@@ -18,10 +18,9 @@ import (
 )
 
 // Call runs one batch for one key and returns one output per input, in order.
-// Its context ends when the ferry closes (or, for a direct call, when the
-// caller's context ends). inputs is the ferry's until Call returns: copy
-// what must outlive the call. To fail some inputs and not others, return an
-// [Errors]. A panic fails the batch's inputs with a *PanicError.
+// Its context ends when the ferry closes, or a direct call's caller gives up.
+// inputs is reused once Call returns (returning it as outputs is fine). An
+// [Errors] fails some inputs only; a panic fails all with a *PanicError.
 type Call[K comparable, I, O any] func(ctx context.Context, key K, inputs []I) ([]O, error)
 
 // Config configures a Ferry. Key is required; every other zero field means

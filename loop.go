@@ -301,12 +301,12 @@ func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
 			ins = append(ins, w.in[0])
 		}
 		outs, err := f.run(f.ctx, j.key, ins)
-		clear(ins)
 		f.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: id}
 		errs, all := verdict(outs, err, len(ins))
 		for i, w := range j.batch {
 			w.c <- pick(outs, errs, all, i)
 		}
+		clear(ins) // after the answers: outs may be ins
 		clear(j.batch)
 	}
 	f.inc <- msg[K, I, O]{op: opExit}

@@ -98,7 +98,9 @@ const shrinkLanes = 1024
 // freeLanes bounds the lanes kept for reuse.
 const freeLanes = 64
 
-// baseCap bounds the items a lane holds without growing its buffer.
+// baseCap bounds the items a lane that has filled a batch holds without
+// growing its buffer: a hot lane does not regrow it every busy period, and a
+// lane that never fills keeps the deque's smallest buffer.
 const baseCap = 64
 
 // state is the waiting room. Its zero value is not usable: use newState.
@@ -210,6 +212,9 @@ func (s *state[K, E]) take(now time.Time, buf []E) (key K, batch []E, ok bool) {
 		l.phase = phaseBusy
 		s.busy++
 		batch = buf
+		if l.items.len() >= s.lim.batchSize {
+			l.items.run.SetBaseCap(min(s.lim.batchSize, baseCap))
+		}
 		var w int64
 		for n := 0; n < s.lim.batchSize && l.items.len() > 0; n++ {
 			if n > 0 && s.lim.batchWeight > 0 && w+l.items.min().weight > s.lim.batchWeight {
@@ -412,7 +417,6 @@ func (s *state[K, E]) newLane(key K) *lane[K, E] {
 		l, s.free = s.free[n-1], s.free[:n-1]
 	} else {
 		l = new(lane[K, E])
-		l.items.run.SetBaseCap(min(s.lim.batchSize, baseCap)) // no regrowth each busy period
 	}
 	l.key = key
 	s.lanes[key] = l
