@@ -307,4 +307,3 @@ func newBundler() impl {
 		},
 	}
 }
-
