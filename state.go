@@ -98,10 +98,10 @@ const shrinkLanes = 1024
 // freeLanes bounds the lanes kept for reuse.
 const freeLanes = 64
 
-// baseCap bounds the items a lane that has filled a batch holds without
+// baseCap bounds the items (two batches) a lane that has filled a batch holds without
 // growing its buffer: a hot lane does not regrow it every busy period, and a
 // lane that never fills keeps the deque's smallest buffer.
-const baseCap = 64
+const baseCap = 128
 
 // state is the waiting room. Its zero value is not usable: use newState.
 type state[K comparable, E any] struct {
@@ -213,7 +213,7 @@ func (s *state[K, E]) take(now time.Time, buf []E) (key K, batch []E, ok bool) {
 		s.busy++
 		batch = buf
 		if l.items.len() >= s.lim.batchSize {
-			l.items.run.SetBaseCap(min(s.lim.batchSize, baseCap))
+			l.items.run.SetBaseCap(min(2*s.lim.batchSize, baseCap))
 		}
 		var w int64
 		for n := 0; n < s.lim.batchSize && l.items.len() > 0; n++ {
