@@ -98,9 +98,11 @@ const shrinkLanes = 1024
 // freeLanes bounds the lanes kept for reuse.
 const freeLanes = 64
 
-// baseCap bounds the items (two batches) a lane that has filled a batch holds without
-// growing its buffer: a hot lane does not regrow it every busy period, and a
-// lane that never fills keeps the deque's smallest buffer.
+// A lane that holds more than hotLane items when taken is hot: it keeps a
+// buffer of up to baseCap items (two batches), so that it neither grows nor
+// shrinks every busy period. Other lanes keep the deque's smallest buffer.
+const hotLane = 16
+
 const baseCap = 128
 
 // state is the waiting room. Its zero value is not usable: use newState.
@@ -212,7 +214,7 @@ func (s *state[K, E]) take(now time.Time, buf []E) (key K, batch []E, ok bool) {
 		l.phase = phaseBusy
 		s.busy++
 		batch = buf
-		if l.items.len() >= s.lim.batchSize {
+		if l.items.len() > hotLane {
 			l.items.run.SetBaseCap(min(2*s.lim.batchSize, baseCap))
 		}
 		var w int64
