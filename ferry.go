@@ -287,14 +287,13 @@ func (f *Ferry[K, I, O]) abandon(w *waiter[K, I, O]) {
 }
 
 // direct makes the call for a claimed key on the caller's goroutine. Its
-// context carries the caller's values and ends with the caller's context or
-// the ferry's close. The key is released when the call is over, whatever
-// happened in it.
+// context carries the caller's values and ends with the caller's context or,
+// cancelled by the loop, with the ferry's close. The key is released when the
+// call is over, whatever happened in it.
 func (f *Ferry[K, I, O]) direct(ctx context.Context, w *waiter[K, I, O]) (out O, err error) {
 	cctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(f.ctx, func() { cancel(ErrClosed) })
+	f.inc <- msg[K, I, O]{op: opStart, key: w.key, cancel: cancel}
 	defer func() {
-		stop()
 		cancel(nil)
 		f.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: direct}
 	}()

@@ -1,6 +1,7 @@
 package ferry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -18,6 +19,7 @@ type op uint8
 const (
 	opAdmit    op = iota // from Do: admit m.w
 	opDrop               // from Do whose ctx ended: drop m.w if it still waits
+	opStart              // from a direct call: it runs, and close cancels it with m.cancel
 	opRelease            // from a worker or a direct call: m.key's call is over
 	opExit               // from a worker: it has gone
 	opStats              // from Stats: reply on m.stats
@@ -34,6 +36,7 @@ type msg[K comparable, I, O any] struct {
 	key    K   // opRelease
 	w      *waiter[K, I, O]
 	stats  chan Stats
+	cancel context.CancelCauseFunc // opStart
 }
 
 // waiter is one Do in progress. The caller writes its fields before it sends
@@ -86,12 +89,13 @@ type loop[K comparable, I, O any] struct {
 	workers []worker[K, I, O]
 	idle    []int // workers with no batch
 	alarm   alarm
+	directs map[K]context.CancelCauseFunc // direct calls in flight, by key
 
 	closing bool // drained, calls cancelled: ending once busy is 0
 	stopped bool // worker channels closed
 	exited  int  // workers gone
 
-	admitted, rejected, dropped, batches, directs uint64
+	admitted, rejected, dropped, batches, directCalls uint64
 
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
@@ -103,6 +107,7 @@ func newLoop[K comparable, I, O any](f *Ferry[K, I, O], workers int, origin time
 		st:      newState[K, *waiter[K, I, O]](f.lim, origin),
 		workers: make([]worker[K, I, O], workers),
 		alarm:   newAlarm(),
+		directs: make(map[K]context.CancelCauseFunc),
 		errFull: fmt.Errorf("%w: %d inputs waiting (MaxQueued)", ErrRejected, f.lim.queued),
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, f.lim.queuedWeight),
@@ -160,7 +165,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			w.tk = tk
 			l.admitted++
 		case claimed:
-			l.directs++
+			l.directCalls++
 			w.c <- result[O]{err: errClaimed}
 		case rejectedFull:
 			l.rejected++
@@ -187,9 +192,17 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		case w.c <- result[O]{err: errKept}:
 		default: // w.c holds its answer, which says enough
 		}
+	case opStart:
+		if l.closing {
+			m.cancel(ErrClosed) // cancelling runs no user code: AfterFuncs get goroutines
+		} else {
+			l.directs[m.key] = m.cancel
+		}
 	case opRelease:
 		st.release(m.key, now)
-		if m.worker != direct {
+		if m.worker == direct {
+			delete(l.directs, m.key)
+		} else {
 			l.idle = append(l.idle, m.worker)
 		}
 	case opExit:
@@ -228,7 +241,7 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 }
 
 // close drains the room, answering every waiting caller with ErrClosed, and
-// cancels the calls in flight.
+// cancels the calls in flight, batched and direct.
 func (l *loop[K, I, O]) close() {
 	if l.closing {
 		return
@@ -240,6 +253,9 @@ func (l *loop[K, I, O]) close() {
 	}
 	clear(l.drained)
 	l.f.cancel(ErrClosed)
+	for _, cancel := range l.directs {
+		cancel(ErrClosed)
+	}
 }
 
 // end moves the close along and reports whether the loop is over: a flushed
@@ -286,7 +302,7 @@ func (l *loop[K, I, O]) stats() Stats {
 		Rejected:    l.rejected,
 		Dropped:     l.dropped,
 		Batches:     l.batches,
-		DirectCalls: l.directs,
+		DirectCalls: l.directCalls,
 	}
 }
 
