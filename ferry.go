@@ -60,6 +60,7 @@ type Stats struct {
 // input i then gets Errors[i] if it is not nil, else outputs[i]. (It implements error.)
 type Errors []error
 
+// Error lists the inputs that failed, with their errors.
 func (e Errors) Error() string {
 	var b strings.Builder
 	n := 0
@@ -97,6 +98,7 @@ type PanicError struct {
 	Stack []byte // the stack of the panicking goroutine
 }
 
+// Error gives the panic value and the stack.
 func (p *PanicError) Error() string {
 	return fmt.Sprintf("ferry: call panicked: %v\n\n%s", p.Value, p.Stack)
 }
@@ -363,11 +365,10 @@ func ctxErr(ctx context.Context) error {
 	return err
 }
 
-// Close stops the ferry: every waiting caller gets ErrClosed, the contexts of
-// calls in flight are cancelled with cause ErrClosed, and later calls to Do
-// get ErrClosed. It blocks until those calls return and every goroutine of the
-// ferry has gone, and then returns nil: a Call that ignores its context holds
-// Close up. It is safe to call more than once and concurrently, but not from a Call.
+// Close answers every waiting caller with ErrClosed, cancels calls in flight
+// (cause ErrClosed) and blocks until they return and the ferry's goroutines
+// have gone, so a Call that ignores its context holds it up. It returns nil,
+// and may be called more than once and concurrently, but never from a Call.
 func (f *Ferry[K, I, O]) Close() error {
 	select {
 	case f.inc <- msg[K, I, O]{op: opClose}:
