@@ -135,23 +135,8 @@ func BenchmarkDo(b *testing.B) {
 }
 
 func benchDo(b *testing.B, keys, batch, callers int) {
-	f, err := New(echo, Config[int, int]{
-		Key:          func(v int) int { return v % keys },
-		MaxBatchSize: batch,
-		MaxQueued:    callers,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	ctxs := callerContexts(b, callers)
-	seq := make([]int, callers)
-	window(b, callers, func(c int) bool {
-		seq[c] += keys
-		in := c%keys + seq[c] // every input of caller c has key c % keys
-		out, err := f.Do(ctxs[c], in)
-		return err == nil && out == in
-	}, func() uint64 { return f.Stats().Batches })
+	benchFerry(b, Config[int, int]{MaxBatchSize: batch, MaxQueued: callers}, keys, callers,
+		func(s Stats) uint64 { return s.Batches })
 }
 
 // BenchmarkDirect is DirectCalls on idle keys, each caller with a key of its
@@ -166,21 +151,29 @@ func BenchmarkDirect(b *testing.B) {
 	})
 	for _, callers := range []int{1, 128} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			f, err := New(echo, Config[int, int]{Key: func(v int) int { return v % callers }, DirectCalls: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer f.Close()
-			ctxs := callerContexts(b, callers)
-			seq := make([]int, callers)
-			window(b, callers, func(c int) bool {
-				seq[c] += callers
-				in := c + seq[c]
-				out, err := f.Do(ctxs[c], in)
-				return err == nil && out == in
-			}, func() uint64 { return f.Stats().DirectCalls })
+			benchFerry(b, Config[int, int]{DirectCalls: true}, callers, callers,
+				func(s Stats) uint64 { return s.DirectCalls })
 		})
 	}
+}
+
+// benchFerry runs callers through a ferry with echo and cfg, caller c fixed
+// to key c % keys; calls counts the calls in Stats, for inputs per call.
+func benchFerry(b *testing.B, cfg Config[int, int], keys, callers int, calls func(Stats) uint64) {
+	cfg.Key = func(v int) int { return v % keys }
+	f, err := New(echo, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	ctxs := callerContexts(b, callers)
+	seq := make([]int, callers)
+	window(b, callers, func(c int) bool {
+		seq[c] += keys
+		in := c%keys + seq[c]
+		out, err := f.Do(ctxs[c], in)
+		return err == nil && out == in
+	}, func() uint64 { return calls(f.Stats()) })
 }
 
 // BenchmarkState measures the core alone: admit, take and release per input,
