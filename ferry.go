@@ -246,10 +246,14 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 		}
 	default:
 	}
+	done := ctx.Done()
+	if done == nil { // a context that never ends: no select
+		return f.answer(ctx, w, <-w.c)
+	}
 	select {
 	case r := <-w.c:
 		return f.answer(ctx, w, r)
-	case <-ctx.Done():
+	case <-done:
 		f.abandon(w)
 		return zero, ctxErr(ctx)
 	}

@@ -151,6 +151,15 @@ func waitLess[K comparable, E any](a, b waitRef[K, E]) bool {
 
 func (s *state[K, E]) ns(t time.Time) int64 { return int64(t.Sub(s.origin)) }
 
+// nsIf is ns(t) where deadlines exist; with zero delay time never matters,
+// and the shell does not even read the clock.
+func (s *state[K, E]) nsIf(t time.Time) int64 {
+	if s.lim.delay == 0 {
+		return 0
+	}
+	return s.ns(t)
+}
+
 func (s *state[K, E]) next() uint64 { s.seq++; return s.seq }
 
 // admit takes one input into the room, as one step: a closed room refuses it;
@@ -172,7 +181,7 @@ func (s *state[K, E]) admit(key K, weight, rank int64, at time.Time, e E) (outco
 	if s.queued >= s.lim.queued || s.lim.queuedWeight > 0 && s.weight+weight > s.lim.queuedWeight {
 		return rejectedFull, ticket{}
 	}
-	it := item[E]{rank: rank, seq: s.next(), at: s.ns(at), weight: weight, entry: e}
+	it := item[E]{rank: rank, seq: s.next(), at: s.nsIf(at), weight: weight, entry: e}
 	s.queued++
 	s.weight += weight
 	if l == nil {
@@ -247,7 +256,7 @@ func (s *state[K, E]) release(key K, now time.Time) {
 		s.removeLane(l)
 		return
 	}
-	s.place(l, s.ns(now))
+	s.place(l, s.nsIf(now))
 }
 
 // drop removes the admitted input t of key before it is taken, freeing its
@@ -315,6 +324,9 @@ func (s *state[K, E]) flush() {
 // back of the ready line, in deadline order, ties in the order they started
 // waiting.
 func (s *state[K, E]) promote(now time.Time) {
+	if s.waiting.Len() == 0 {
+		return
+	}
 	t := s.ns(now)
 	for {
 		r, ok := s.waiting.Min()
@@ -337,8 +349,8 @@ func (s *state[K, E]) earliest() (t time.Time, ok bool) {
 
 // hasReady reports whether take at now would find a batch.
 func (s *state[K, E]) hasReady(now time.Time) bool {
-	if s.nready > 0 {
-		return true
+	if s.nready > 0 || s.waiting.Len() == 0 {
+		return s.nready > 0
 	}
 	r, ok := s.waiting.Min()
 	return ok && r.due <= s.ns(now)
