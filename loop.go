@@ -32,7 +32,7 @@ const direct = -1
 
 type msg[K comparable, I, O any] struct {
 	op     op
-	worker int // opRelease: the worker that is free again, or direct
+	worker int32 // opRelease: the worker that is free again, or direct
 	key    K   // opRelease
 	w      *waiter[K, I, O]
 	stats  chan Stats
@@ -203,7 +203,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		if m.worker == direct {
 			delete(l.directs, m.key)
 		} else {
-			l.idle = append(l.idle, m.worker)
+			l.idle = append(l.idle, int(m.worker))
 		}
 	case opExit:
 		l.exited++
@@ -317,7 +317,7 @@ func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
 			ins = append(ins, w.in[0])
 		}
 		outs, err := f.run(f.ctx, j.key, ins)
-		f.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: id}
+		f.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)}
 		errs, all := verdict(outs, err, len(ins))
 		for i, w := range j.batch {
 			w.c <- pick(outs, errs, all, i)
