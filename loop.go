@@ -33,7 +33,7 @@ const direct = -1
 type msg[K comparable, I, O any] struct {
 	op     op
 	worker int32 // opRelease: the worker that is free again, or direct
-	key    K   // opRelease
+	key    K     // opRelease
 	w      *waiter[K, I, O]
 	stats  chan Stats
 	cancel context.CancelCauseFunc // opStart
