@@ -4,7 +4,7 @@
 // guarantees. It runs the same workload twice, one transaction per event and
 // then one transaction per ferry batch, and prints them side by side.
 //
-//	go run ./tenantdb [-tenants 16] [-writers 256] [-duration 4s] [-batch 256] [-delay 0] [-sync full]
+//	go run ./tenantdb [-tenants 16] [-writers 256] [-duration 4s] [-batch 256] [-delay 1ms] [-sync full]
 package main
 
 import (
@@ -59,7 +59,7 @@ func main() {
 	flag.IntVar(&c.writers, "writers", 256, "goroutines writing at once")
 	flag.DurationVar(&c.duration, "duration", 4*time.Second, "how long each mode runs")
 	flag.IntVar(&c.batch, "batch", 256, "ferry's MaxBatchSize")
-	flag.DurationVar(&c.delay, "delay", 0, "ferry's MaxBatchDelay (0: batch only while a tenant's transaction is in flight)")
+	flag.DurationVar(&c.delay, "delay", time.Millisecond, "ferry's MaxBatchDelay (0: batch only while a tenant's transaction is in flight)")
 	flag.StringVar(&c.sync, "sync", "full", "SQLite synchronous mode: off, normal or full")
 	flag.Parse()
 	c.progress = os.Stderr
@@ -364,9 +364,9 @@ func histogram(w io.Writer, sizes []int) {
 		buckets[b]++
 		top = max(top, b)
 	}
-	most := slices.Max(buckets[:top+1])
+	most, largest := slices.Max(buckets[:top+1]), slices.Max(sizes)
 	for b := 0; b <= top; b++ {
-		lo, hi := 1<<b, 1<<(b+1)-1
+		lo, hi := 1<<b, min(1<<(b+1)-1, largest)
 		bar := strings.Repeat("#", (buckets[b]*40+most-1)/most)
 		fmt.Fprintf(w, "  %5d-%-5d %7d %s\n", lo, hi, buckets[b], bar)
 	}
