@@ -52,7 +52,9 @@ type Stats struct {
 	Weight int64 // their total weight
 	Busy   int   // calls in flight, batched and direct
 	Lanes  int   // keys with inputs waiting or a call in flight
-	// since New:
+	// Since New: inputs that joined the waiting room, inputs rejected for
+	// room (ErrRejected), admitted inputs dropped because their caller gave
+	// up, batched calls started, and keys claimed for a direct call.
 	Admitted, Rejected, Dropped, Batches, DirectCalls uint64
 }
 
