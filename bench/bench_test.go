@@ -43,6 +43,7 @@ var impls = []struct {
 }{
 	{"floor", newFloor},
 	{"ferry", newFerry},
+	{"ferry-sharded", newFerrySharded},
 	{"mutex", newMutex},
 	{"dataloader", newDataloader},
 	{"dataloadgen", newDataloadgen},
@@ -147,6 +148,29 @@ func newFerry() impl {
 		panic(err)
 	}
 	return impl{do: f.Do, close: func() { f.Close() }}
+}
+
+// newFerrySharded is two ferries, each with half the keys and half the
+// workers: the README's way past one loop.
+func newFerrySharded() impl {
+	var fs [2]*ferry.Ferry[int, int, int]
+	for i := range fs {
+		f, err := ferry.New(func(_ context.Context, _ int, ins []int) ([]int, error) { return echo(ins), nil },
+			ferry.Config[int, int]{Key: func(v int) int { return v % keys }, MaxBatchSize: batch,
+				MaxQueued: callers, MaxInFlightBatches: 2})
+		if err != nil {
+			panic(err)
+		}
+		fs[i] = f
+	}
+	return impl{
+		do: func(ctx context.Context, in int) (int, error) { return fs[in%keys%2].Do(ctx, in) },
+		close: func() {
+			for _, f := range fs {
+				f.Close()
+			}
+		},
+	}
 }
 
 // newMutex is the batcher one writes by hand: a mutex, a lane per key, a
