@@ -9,7 +9,7 @@ import (
 
 func TestBothModesKeepEveryEvent(t *testing.T) {
 	var out strings.Builder
-	rs, err := run(config{tenants: 4, writers: 32, duration: 300 * time.Millisecond, batch: 64, sync: "normal", progress: io.Discard}, &out)
+	rs, err := run(config{tenants: 4, writers: 32, duration: 300 * time.Millisecond, batch: 64, delay: time.Millisecond, sync: "normal", progress: io.Discard}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
