@@ -8,6 +8,7 @@
 package ferry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -165,14 +166,14 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		}
 	}
 	lim := limits{
-		batchSize:    cmpOr(cfg.MaxBatchSize, DefaultMaxBatchSize),
+		batchSize:    cmp.Or(cfg.MaxBatchSize, DefaultMaxBatchSize),
 		batchWeight:  cfg.MaxBatchWeight,
 		delay:        cfg.MaxBatchDelay,
-		queued:       cmpOr(cfg.MaxQueued, DefaultMaxQueued),
+		queued:       cmp.Or(cfg.MaxQueued, DefaultMaxQueued),
 		queuedWeight: cfg.MaxQueuedWeight,
 		direct:       cfg.DirectCalls,
 	}
-	workers := cmpOr(cfg.MaxInFlightBatches, DefaultMaxInFlightBatches)
+	workers := cmp.Or(cfg.MaxInFlightBatches, DefaultMaxInFlightBatches)
 	f := &Ferry[K, I, O]{
 		call:   call,
 		key:    cfg.Key,
@@ -187,13 +188,6 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 	l := newLoop(f, workers, time.Now())
 	go l.run()
 	return f, nil
-}
-
-func cmpOr(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // incSize is the capacity of the loop's inbound channel: the messages one

@@ -183,7 +183,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		}
 	case opDrop:
 		w := m.w
-		if _, ok := st.drop(w.key, w.tk); ok && w.tk.seq != 0 {
+		if _, ok := st.drop(w.key, w.tk); ok { // never for a zero ticket: seqs start at 1
 			l.dropped++
 			w.c <- result[O]{err: errDropped} // it had no answer: w.c is empty
 			return

@@ -349,8 +349,8 @@ func (s *state[K, E]) earliest() (t time.Time, ok bool) {
 
 // hasReady reports whether take at now would find a batch.
 func (s *state[K, E]) hasReady(now time.Time) bool {
-	if s.nready > 0 || s.waiting.Len() == 0 {
-		return s.nready > 0
+	if s.nready > 0 {
+		return true
 	}
 	r, ok := s.waiting.Min()
 	return ok && r.due <= s.ns(now)
