@@ -123,26 +123,35 @@ func newLoop[K comparable, I, O any](f *Ferry[K, I, O], workers int, origin time
 
 // run is the loop: it sleeps until a message arrives or the alarm fires, then
 // handles every message already queued, starts what batches it can and sets
-// the alarm to the next deadline. Time is read once per wake-up.
+// the alarm to the next deadline. Time is read once per wake-up. The timer's
+// channel is in the select only while the alarm is set: a timer channel makes
+// every select on it take the timer's lock and read the clock.
 func (l *loop[K, I, O]) run() {
 	inc := l.f.inc
-	for {
+	for !l.end() {
+		if !l.alarm.set() {
+			l.receive(<-inc)
+			continue
+		}
 		select {
 		case m := <-inc:
-			now := l.now()
-			l.handle(m, now)
-			for n := len(inc); n > 0; n-- {
-				l.handle(<-inc, now)
-			}
-			l.turn(now)
+			l.receive(m)
 		case <-l.alarm.t.C:
 			l.alarm.fired()
 			l.turn(l.now())
 		}
-		if l.end() {
-			return
-		}
 	}
+}
+
+// receive handles m and every message queued behind it, at one time, then
+// starts what batches it can.
+func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
+	now := l.now()
+	l.handle(m, now)
+	for n := len(l.f.inc); n > 0; n-- {
+		l.handle(<-l.f.inc, now)
+	}
+	l.turn(now)
 }
 
 // now is the time, read only when deadlines exist: with zero delay the core
@@ -237,7 +246,7 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 	// release wakes the loop anyway; a due lane must not keep the alarm
 	// ringing meanwhile.
 	t, ok := st.earliest()
-	l.alarm.set(t, ok && len(l.idle) > 0, now)
+	l.alarm.arm(t, ok && len(l.idle) > 0, now)
 }
 
 // close drains the room, answering every waiting caller with ErrClosed, and

@@ -16,10 +16,10 @@ func newAlarm() alarm {
 	return alarm{t: t}
 }
 
-// set arms the alarm for at, or stops it if ok is false. It touches the timer
+// arm sets the alarm for at, or stops it if ok is false. It touches the timer
 // only when the deadline changed. With go >= 1.23 in go.mod, Reset and Stop
 // leave no stale value in t.C.
-func (a *alarm) set(at time.Time, ok bool, now time.Time) {
+func (a *alarm) arm(at time.Time, ok bool, now time.Time) {
 	switch {
 	case !ok:
 		if !a.at.IsZero() {
@@ -31,6 +31,9 @@ func (a *alarm) set(at time.Time, ok bool, now time.Time) {
 		a.at = at
 	}
 }
+
+// set reports whether the alarm is set: t.C will deliver, and nothing else.
+func (a *alarm) set() bool { return !a.at.IsZero() }
 
 // fired records that t.C was received from.
 func (a *alarm) fired() { a.at = time.Time{} }
