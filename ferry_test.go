@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -574,6 +575,36 @@ func TestDirectCallPanics(t *testing.T) {
 		assert.ErrorAs(t, err, &p)
 		assert.ErrorContains(t, err, "bad")
 		assert.Equal(t, Stats{DirectCalls: 1}, f.Stats(), "released")
+	})
+}
+
+// A Call that ends its goroutine with runtime.Goexit (as t.FailNow does)
+// fails its batch, and the ferry goes on with as many workers as before; in a
+// direct call it ends the caller's goroutine, and the key is released.
+func TestCallGoexit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, direct := range []bool{false, true} {
+			h := newHarness(t, Config[string, in]{DirectCalls: direct, MaxInFlightBatches: 1}, false)
+			orig := h.f.call
+			h.f.call = func(ctx context.Context, key string, ins []in) ([]int, error) {
+				if ins[0].ID == 1 {
+					runtime.Goexit()
+				}
+				return orig(ctx, key, ins)
+			}
+			a := h.do(context.Background(), in{Key: "a", ID: 1})
+			synctest.Wait()
+			if direct {
+				pending(t, a) // the caller's goroutine has gone
+			} else {
+				assert.ErrorContains(t, got(t, a).err, "runtime.Goexit")
+			}
+			assert.Equal(t, 0, h.f.Stats().Busy, "direct %v: the key is released", direct)
+			out, err := h.f.Do(context.Background(), in{Key: "a", ID: 2})
+			assert.NoError(t, err)
+			assert.Equal(t, 20, out, "direct %v: the ferry goes on", direct)
+			require.NoError(t, h.f.Close())
+		}
 	})
 }
 

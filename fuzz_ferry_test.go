@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 )
 
-var errFuzzCall = errors.New("fuzz: call failed")
+var (
+	errFuzzCall   = errors.New("fuzz: call failed")
+	errCallerGone = errors.New("fuzz: the caller's goroutine ended in Do") // by a direct call's Goexit
+)
 
 // ferryRun is one random schedule through a whole ferry, in a synctest bubble.
 type ferryRun struct {
@@ -18,7 +22,8 @@ type ferryRun struct {
 	cfg Config[string, in]
 
 	mu      sync.Mutex
-	modes   map[int]int // by input id: how the call of a batch led by it behaves
+	modes   map[int]int  // by input id, how the call of a batch led by it behaves: see call
+	exited  map[int]bool // inputs that led a call that ran runtime.Goexit
 	busy    map[string]bool
 	gaveUp  map[int]bool // inputs whose caller returned with its context's error
 	closed  bool         // Close was called and has been taken in by the loop
@@ -31,6 +36,10 @@ func (r *ferryRun) fail(format string, args ...any) {
 	r.bad = append(r.bad, fmt.Sprintf(format, args...))
 }
 
+// call checks the rules every call must keep, then behaves as the mode of the
+// input that leads its batch says: it waits mode/4 ms (or for its context),
+// then runs runtime.Goexit from mode 16 on, else by mode%4 answers, fails,
+// panics, or fails the odd ids with Errors.
 func (r *ferryRun) call(ctx context.Context, key string, ins []in) ([]int, error) {
 	r.mu.Lock()
 	r.calls++
@@ -69,6 +78,12 @@ func (r *ferryRun) call(ctx context.Context, key string, ins []in) ([]int, error
 	case <-time.After(time.Duration(mode/4) * time.Millisecond):
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
+	}
+	if mode >= 16 {
+		r.mu.Lock()
+		r.exited[ins[0].ID] = true
+		r.mu.Unlock()
+		runtime.Goexit()
 	}
 	outs := make([]int, len(ins))
 	for i, x := range ins {
@@ -109,7 +124,7 @@ func runFerry(t *testing.T, data []byte) {
 	cfg.MaxQueued = 1 + b.next()%8
 	cfg.MaxQueuedWeight = int64(b.next() % 13)
 	cfg.DirectCalls = b.next()%2 == 1
-	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, busy: map[string]bool{}, gaveUp: map[int]bool{}}
+	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{}}
 	f, err := New(r.call, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -123,14 +138,16 @@ func runFerry(t *testing.T, data []byte) {
 			id := len(callers)
 			x := in{Key: string(rune('a' + b.next()%3)), ID: id, W: int64(b.next() % 5), R: int64(b.next() % 3)}
 			r.mu.Lock()
-			r.modes[id] = b.next() % 16
+			r.modes[id] = b.next() % 20 // see call
 			r.mu.Unlock()
 			ctx, cancel := context.WithCancel(context.Background())
 			c := &fuzzCaller{x: x, cancel: cancel, c: make(chan answer, 1)}
 			callers = append(callers, c)
 			go func() {
+				a := answer{err: errCallerGone} // unless Do returns
+				defer func() { c.c <- a }()
 				out, err := f.Do(ctx, x)
-				c.c <- answer{out, err}
+				a = answer{out, err}
 			}()
 		case 3: // a caller gives up
 			if len(callers) > 0 {
@@ -193,7 +210,7 @@ func runFerry(t *testing.T, data []byte) {
 			c.a = <-c.c // every caller has its answer once Close returns
 		}
 		c.cancel()
-		checkAnswer(t, c)
+		checkAnswer(t, c, r.exited)
 	}
 	s := f.Stats()
 	if s.Queued != 0 || s.Weight != 0 || s.Busy != 0 || s.Lanes != 0 {
@@ -212,7 +229,7 @@ func runFerry(t *testing.T, data []byte) {
 
 // checkAnswer verifies what one Do returned: the right output, or an error
 // the schedule could have caused.
-func checkAnswer(t *testing.T, c *fuzzCaller) {
+func checkAnswer(t *testing.T, c *fuzzCaller, exited map[int]bool) {
 	var p *PanicError
 	switch err := c.a.err; {
 	case err == nil:
@@ -220,7 +237,11 @@ func checkAnswer(t *testing.T, c *fuzzCaller) {
 			t.Fatalf("input %d got %d", c.x.ID, c.a.out)
 		}
 	case errors.Is(err, ErrRejected), errors.Is(err, ErrClosed), errors.Is(err, errFuzzCall),
-		errors.As(err, &p), errors.Is(err, context.Canceled):
+		errors.As(err, &p), errors.Is(err, context.Canceled), errors.Is(err, errGoexit):
+	case errors.Is(err, errCallerGone):
+		if !exited[c.x.ID] {
+			t.Fatalf("input %d: Do did not return, yet its call did not run Goexit", c.x.ID)
+		}
 	default:
 		t.Fatalf("input %d: unexpected error %v", c.x.ID, err)
 	}
@@ -245,4 +266,8 @@ var ferrySeeds = [][]byte{
 	{3, 4, 2, 2, 5, 9, 0, 0, 1, 3, 0, 4, 1, 0, 2, 2, 1, 0, 1, 4, 2, 4, 4, 3, 7, 6, 0, 1, 3},
 	// long calls, many cancellations, Close while calls are in flight
 	{0, 0, 1, 0, 7, 0, 0, 0, 0, 0, 12, 0, 1, 0, 0, 13, 3, 0, 3, 1, 4, 1, 0, 2, 1, 1, 14, 6, 0, 0, 4},
+	// direct calls: a runs, a waits and its batch runs Goexit, b's direct call runs Goexit; a again
+	{0, 0, 0, 0, 3, 0, 1, 0, 0, 1, 0, 5, 0, 0, 1, 0, 16, 0, 1, 1, 0, 16, 4, 2, 0, 0, 1, 0, 0, 4, 3},
+	// batch 2, delay 1ms, 2 workers: a batch that runs Goexit, then a batch that does not
+	{1, 0, 1, 1, 3, 0, 0, 0, 0, 1, 0, 16, 0, 0, 1, 0, 0, 4, 2, 0, 0, 1, 0, 0, 4, 2},
 }

@@ -68,6 +68,9 @@ var (
 	errKept    = errors.New("ferry: input not waiting")             // to opDrop: it was not waiting
 )
 
+// errGoexit fails the inputs of a batched call that ran runtime.Goexit.
+var errGoexit = errors.New("ferry: call ran runtime.Goexit")
+
 type job[K comparable, I, O any] struct {
 	key   K
 	batch []*waiter[K, I, O]
@@ -315,24 +318,42 @@ func (l *loop[K, I, O]) stats() Stats {
 	}
 }
 
-// work runs batches for the loop until its jobs channel is closed. It sends
-// the release before it answers the callers, so that their next Do comes
-// after it.
+// work runs batches for the loop until its jobs channel is closed. A Call
+// that ends the goroutine with runtime.Goexit fails its batch with errGoexit,
+// and a new goroutine takes the worker's place.
 func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
-	var ins []I // reused: a Call must not keep its inputs
-	for j := range jobs {
+	var (
+		ins     []I // reused: a Call must not keep its inputs
+		j       job[K, I, O]
+		running bool // a Call is running: neither returned nor panicked
+	)
+	defer func() {
+		if running {
+			f.finish(id, j, ins, nil, errGoexit)
+			go f.work(id, jobs)
+		}
+	}()
+	for j = range jobs {
 		ins = ins[:0]
 		for _, w := range j.batch {
 			ins = append(ins, w.in[0])
 		}
+		running = true
 		outs, err := f.run(f.ctx, j.key, ins)
-		f.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)}
-		errs, all := verdict(outs, err, len(ins))
-		for i, w := range j.batch {
-			w.c <- pick(outs, errs, all, i)
-		}
-		clear(ins) // after the answers: outs may be ins
-		clear(j.batch)
+		running = false
+		f.finish(id, j, ins, outs, err)
 	}
 	f.inc <- msg[K, I, O]{op: opExit}
+}
+
+// finish releases j's key, then answers its callers, so that their next Do
+// comes after the release.
+func (f *Ferry[K, I, O]) finish(id int, j job[K, I, O], ins []I, outs []O, err error) {
+	f.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)}
+	errs, all := verdict(outs, err, len(j.batch))
+	for i, w := range j.batch {
+		w.c <- pick(outs, errs, all, i)
+	}
+	clear(ins) // after the answers: outs may be ins
+	clear(j.batch)
 }
