@@ -20,8 +20,8 @@ import (
 
 // Call runs one batch for one key and returns one output per input, in order.
 // Its context ends when the ferry closes, or a direct call's caller gives up.
-// It may return inputs as outputs, but not keep it. [Errors] fails some inputs;
-// a panic fails all with a *PanicError, and runtime.Goexit with an error.
+// inputs is reused after it returns (returning it as outputs is fine). [Errors]
+// fails some inputs; a panic fails all with a *PanicError, Goexit with an error.
 type Call[K comparable, I, O any] func(ctx context.Context, key K, inputs []I) ([]O, error)
 
 // Config configures a Ferry. Key is required; every other zero field means

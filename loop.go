@@ -132,7 +132,7 @@ func newLoop[K comparable, I, O any](f *Ferry[K, I, O], workers int, origin time
 func (l *loop[K, I, O]) run() {
 	inc := l.f.inc
 	for !l.end() {
-		if !l.alarm.set() {
+		if !l.alarm.armed() {
 			l.receive(<-inc)
 			continue
 		}

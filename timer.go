@@ -32,8 +32,8 @@ func (a *alarm) arm(at time.Time, ok bool, now time.Time) {
 	}
 }
 
-// set reports whether the alarm is set: t.C will deliver, and nothing else.
-func (a *alarm) set() bool { return !a.at.IsZero() }
+// armed reports whether the alarm is set: t.C will deliver, and nothing else.
+func (a *alarm) armed() bool { return !a.at.IsZero() }
 
 // fired records that t.C was received from.
 func (a *alarm) fired() { a.at = time.Time{} }
