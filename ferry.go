@@ -12,7 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -20,8 +20,8 @@ import (
 
 // Call runs one batch for one key and returns one output per input, in order.
 // Its context ends when the ferry closes, or a direct call's caller gives up.
-// inputs is reused after it returns (returning it as outputs is fine). [Errors]
-// fails some inputs; a panic fails all with a *PanicError, Goexit with an error.
+// inputs is reused after it returns. [Errors] fails some inputs; a panic fails
+// all with a *PanicError. It must not call Close, Shutdown, or Do for its key.
 type Call[K comparable, I, O any] func(ctx context.Context, key K, inputs []I) ([]O, error)
 
 // Config configures a Ferry. Key is required; every other zero field means
@@ -40,11 +40,12 @@ type Config[K comparable, I any] struct {
 	DirectCalls        bool          // with MaxBatchDelay 0, an idle key's caller makes the call itself
 }
 
-// Defaults for the zero fields of Config.
+// Defaults for the zero fields of Config, and the most workers New accepts.
 const (
 	DefaultMaxBatchSize       = 64
 	DefaultMaxInFlightBatches = 4
 	DefaultMaxQueued          = 4096
+	MaxInFlightBatchesLimit   = 1 << 16
 )
 
 // Stats is a snapshot of a Ferry. Its zero value is an idle, unused ferry.
@@ -60,7 +61,8 @@ type Stats struct {
 }
 
 // Errors lets a Call fail some inputs and not others: return it as the error, one entry per input;
-// input i then gets Errors[i] if it is not nil, else outputs[i]. (It implements error.)
+// input i then gets Errors[i] if it is not nil, else outputs[i]. A nil Errors returned as the
+// error means no error.
 type Errors []error
 
 // Error lists the inputs that failed, with their errors.
@@ -127,6 +129,7 @@ type Ferry[K comparable, I, O any] struct {
 	// Immutable after New.
 	call   Call[K, I, O]
 	key    func(I) K
+	check  bool // keys of type K may be NaN or incomparable: see badKey
 	weight func(I) int64
 	rank   func(I) int64
 	lim    limits
@@ -141,8 +144,8 @@ type Ferry[K comparable, I, O any] struct {
 }
 
 // New returns a running Ferry that batches inputs for call. It returns an
-// error naming the field if call or cfg.Key is nil or a limit is negative.
-// Release it with Close or Shutdown.
+// error naming the field if call or cfg.Key is nil, a limit is negative, or
+// MaxInFlightBatches is over MaxInFlightBatchesLimit. Release it with Close.
 func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K, I, O], error) {
 	switch {
 	case call == nil:
@@ -165,6 +168,10 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 			return nil, fmt.Errorf("ferry: Config.%s is negative: %d", c.name, c.v)
 		}
 	}
+	if cfg.MaxInFlightBatches > MaxInFlightBatchesLimit {
+		return nil, fmt.Errorf("ferry: Config.MaxInFlightBatches is %d, over MaxInFlightBatchesLimit %d",
+			cfg.MaxInFlightBatches, MaxInFlightBatchesLimit)
+	}
 	lim := limits{
 		batchSize:    cmp.Or(cfg.MaxBatchSize, DefaultMaxBatchSize),
 		batchWeight:  cfg.MaxBatchWeight,
@@ -177,6 +184,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 	f := &Ferry[K, I, O]{
 		call:   call,
 		key:    cfg.Key,
+		check:  mayBeBadKey(reflect.TypeFor[K]()),
 		weight: cfg.Weight,
 		rank:   cfg.Rank,
 		lim:    lim,
@@ -184,7 +192,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		done:   make(chan struct{}),
 	}
 	f.pool.New = func() any { return &waiter[K, I, O]{c: make(chan result[O], 1)} }
-	f.ctx, f.cancel = context.WithCancelCause(context.Background())
+	f.ctx, f.cancel = context.WithCancelCause(context.WithValue(context.Background(), callKey{}, f))
 	l := newLoop(f, workers, time.Now())
 	go l.run()
 	return f, nil
@@ -194,10 +202,10 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 // wake-up of the loop may handle at once.
 const incSize = 1024
 
-// Do submits in and waits for its output. It blocks until the input's call
-// returns or ctx ends (then it returns an error that errors.Is ctx.Err()).
-// It never waits for room: a full room gives ErrRejected at once, and a closed
-// or shutting down ferry gives ErrClosed. A negative weight is an error.
+// Do submits in and blocks until its call returns or ctx ends (then an error
+// that errors.Is ctx.Err(); the caller of a direct call waits for its call,
+// whose context ends with ctx). A full room is ErrRejected at once, a closed
+// ferry ErrClosed; a negative weight or a key unequal to itself is an error.
 func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 	var zero O
 	if ctx.Err() != nil {
@@ -205,6 +213,12 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 	}
 	w := f.pool.Get().(*waiter[K, I, O])
 	w.in[0], w.key, w.weight, w.rank = in, f.key(in), 1, 0
+	if f.check {
+		if err := badKey(w.key); err != nil {
+			f.put(w)
+			return zero, err
+		}
+	}
 	if f.weight != nil {
 		if w.weight = f.weight(in); w.weight < 0 {
 			err := fmt.Errorf("ferry: negative weight %d", w.weight)
@@ -288,72 +302,50 @@ func (f *Ferry[K, I, O]) abandon(w *waiter[K, I, O]) {
 	}
 }
 
-// direct makes the call for a claimed key on the caller's goroutine. Its
-// context carries the caller's values and ends with the caller's context or,
-// cancelled by the loop, with the ferry's close. The key is released when the
-// call is over, whatever happened in it.
-func (f *Ferry[K, I, O]) direct(ctx context.Context, w *waiter[K, I, O]) (out O, err error) {
-	cctx, cancel := context.WithCancelCause(ctx)
-	f.inc <- msg[K, I, O]{op: opStart, key: w.key, cancel: cancel}
-	defer func() {
-		cancel(nil)
-		f.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: direct}
-	}()
-	outs, err := f.run(cctx, w.key, w.in[:])
-	errs, all := verdict(outs, err, 1)
-	r := pick(outs, errs, all, 0)
-	return r.out, r.err
-}
-
-// run calls f.call, turning a panic into a *PanicError.
-func (f *Ferry[K, I, O]) run(ctx context.Context, key K, ins []I) (outs []O, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			buf := make([]byte, 64<<10)
-			buf = buf[:runtime.Stack(buf, false)]
-			outs, err = nil, &PanicError{Value: v, Stack: buf}
-		}
-	}()
-	return f.call(ctx, key, ins)
-}
-
-// verdict reads a call's return for n inputs: errs, if not nil, holds each
-// input's error; all, if not nil, is the error of every input errs does not
-// fail. A Call that breaks its contract fails every input it broke it for.
-func verdict[O any](outs []O, err error, n int) (errs Errors, all error) {
-	if err != nil {
-		var e Errors // declared here, as it escapes: no allocation for a nil err
-		if !errors.As(err, &e) {
-			return nil, err
-		}
-		if len(e) != n {
-			return nil, fmt.Errorf("ferry: call returned %d errors for %d inputs", len(e), n)
-		}
-		errs = e
-	}
-	if len(outs) != n {
-		all = fmt.Errorf("ferry: call returned %d outputs for %d inputs", len(outs), n)
-	}
-	return errs, all
-}
-
-// pick is input i's result, from outs and verdict's errs and all.
-func pick[O any](outs []O, errs Errors, all error, i int) result[O] {
-	switch {
-	case errs != nil && errs[i] != nil:
-		return result[O]{err: errs[i]}
-	case all != nil:
-		return result[O]{err: all}
-	}
-	return result[O]{out: outs[i]}
-}
-
 func (f *Ferry[K, I, O]) put(w *waiter[K, I, O]) {
 	var zero waiter[K, I, O]
 	c := w.c
 	*w = zero
 	w.c = c
 	f.pool.Put(w)
+}
+
+// callKey is the context key under which a batched call's context holds its ferry.
+type callKey struct{}
+
+var errShutdownInCall = errors.New("ferry: Shutdown from inside a Call would wait for that call")
+
+// mayBeBadKey reports whether a value of type t may be unequal to itself (a
+// NaN) or panic when compared (an interface holding a slice, map or func).
+func mayBeBadKey(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.Interface:
+		return true
+	case reflect.Array:
+		return mayBeBadKey(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if mayBeBadKey(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// badKey is an error for a key that no lane can hold: one that is unequal to
+// itself would never be found again, and one of an incomparable dynamic type
+// panics in any map. Either is refused here, on the caller's goroutine.
+func badKey[K comparable](k K) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = fmt.Errorf("ferry: key of type %T is not comparable", k)
+		}
+	}()
+	if k != k {
+		return fmt.Errorf("ferry: key of type %T is not equal to itself (a NaN?)", k)
+	}
+	return nil
 }
 
 // ctxErr is ctx's error, with its cause when the cause says more.
@@ -379,16 +371,17 @@ func (f *Ferry[K, I, O]) Close() error {
 }
 
 // Shutdown stops admitting inputs (Do gets ErrClosed), runs every waiting
-// input without waiting for deadlines, and then closes the ferry. It blocks
-// until that is done, returning nil, or until ctx ends, returning ctx's error
-// with the shutdown still going on; Close then ends it at once.
+// input without waiting for deadlines, then closes the ferry. It blocks until
+// that is done (nil) or ctx ends (ctx's error, the shutdown going on: Close
+// ends it). With a batched call's context, from inside the call, it is an error.
 func (f *Ferry[K, I, O]) Shutdown(ctx context.Context) error {
-	select {
+	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
+		return errShutdownInCall
+	}
+	select { // the shutdown starts, whether or not ctx has ended
 	case f.inc <- msg[K, I, O]{op: opShutdown}:
 	case <-f.done:
 		return nil
-	case <-ctx.Done():
-		return ctxErr(ctx)
 	}
 	select {
 	case <-f.done:

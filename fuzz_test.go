@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -21,17 +22,39 @@ func (r *bytes) next() int {
 
 func (r *bytes) more() bool { return len(r.b) > 0 }
 
-// fuzzLimits decodes a small configuration, so that limits are hit often.
+// extremes are the values where sums wrap, drawn by bytes of 200 and up.
+var extremes = []int64{0, 1, 1 << 62, 1<<62 + 1, math.MaxInt64 - 1, math.MaxInt64}
+
+// small is v%n for a byte under 200, else one of the extremes: mostly small
+// values, so that limits are hit often, and sometimes the edges.
+func small(v, n int) int64 {
+	if v >= 200 {
+		return extremes[v%len(extremes)]
+	}
+	return int64(v % n)
+}
+
+// fuzzLimits decodes a configuration, small so that limits are hit often,
+// with extremes among them.
 func fuzzLimits(r *bytes) limits {
 	lim := limits{
 		batchSize:    1 + r.next()%5,
-		batchWeight:  int64(r.next() % 9),
+		batchWeight:  small(r.next(), 9),
 		queued:       1 + r.next()%12,
-		queuedWeight: int64(r.next() % 21),
+		queuedWeight: small(r.next(), 21),
 		direct:       r.next()%2 == 1,
 	}
-	if d := r.next() % 4; d > 0 {
-		lim.delay = time.Duration(d*3) * time.Millisecond
+	if lim.batchSize == 5 {
+		lim.batchSize = math.MaxInt
+	}
+	if lim.queued == 12 {
+		lim.queued = 40 // room for a hot lane
+	}
+	switch d := r.next(); {
+	case d >= 200:
+		lim.delay = time.Duration(extremes[d%len(extremes)])
+	case d%4 > 0:
+		lim.delay = time.Duration(d%4*3) * time.Millisecond
 	}
 	return lim
 }
@@ -111,6 +134,21 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 	if err != nil {
 		return err
 	}
+	if nwaiting := s.waiting.Len(); waitingLanes != nwaiting {
+		return fmt.Errorf("waiting tree holds %d refs, %d lanes", nwaiting, waitingLanes)
+	}
+	if stale := s.ready.Len() - s.nready; stale > s.nready+staleSlack {
+		return fmt.Errorf("ready line holds %d stale refs for %d ready lanes", stale, s.nready)
+	}
+	if s.peak < len(s.lanes) || s.peak > shrinkLanes && len(s.lanes) <= s.peak/4 {
+		return fmt.Errorf("lanes map of %d lanes has peak %d: not rebuilt", len(s.lanes), s.peak)
+	}
+	if len(s.free) > freeLanes {
+		return fmt.Errorf("%d free lanes kept", len(s.free))
+	}
+	if s.weight < 0 || s.weight > s.lim.queuedWeight || s.queued > s.lim.queued {
+		return fmt.Errorf("room over its bounds: %d inputs, weight %d", s.queued, s.weight)
+	}
 	if (s.closed || s.flushing) && waitingLanes > 0 {
 		return fmt.Errorf("%d lanes wait after drain or flush", waitingLanes)
 	}
@@ -141,15 +179,15 @@ func runState(t *testing.T, data []byte) {
 		switch op {
 		case 0, 1, 2: // admit
 			key := keys[r.next()%len(keys)]
-			weight := int64(r.next() % 6)
+			weight := small(r.next(), 6)
 			if weight == 5 {
 				weight = 9 // heavier than most batch limits
 			}
 			rank := int64(r.next() % 3)
 			at := now.Add(-time.Duration(r.next()%3) * time.Millisecond)
 			e := len(entries)
-			got, tk := s.admit(key, weight, rank, at, e)
-			want := m.admit(key, weight, rank, at, e)
+			got, tk := s.admit(key, weight, rank, at, now, e)
+			want := m.admit(key, weight, rank, at, now, e)
 			entries = append(entries, fuzzEntry{key, tk, weight, rank})
 			what = fmt.Sprintf("admit(%s w=%d r=%d at=%v) = %d", key, weight, rank, at.Sub(t0), got)
 			if got != want {
@@ -190,8 +228,8 @@ func runState(t *testing.T, data []byte) {
 				continue
 			}
 			e := r.next() % len(entries)
-			got, ok := s.drop(entries[e].key, entries[e].t)
-			mok := m.drop(entries[e].key, e)
+			got, ok := s.drop(entries[e].key, entries[e].t, now)
+			mok := m.drop(entries[e].key, e, now)
 			what = fmt.Sprintf("drop %d = %v", e, ok)
 			if ok != mok || ok && got != e {
 				t.Fatalf("step %d: %s (entry %d), model says %v", step, what, got, mok)

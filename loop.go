@@ -68,9 +68,6 @@ var (
 	errKept    = errors.New("ferry: input not waiting")             // to opDrop: it was not waiting
 )
 
-// errGoexit fails the inputs of a batched call that ran runtime.Goexit.
-var errGoexit = errors.New("ferry: call ran runtime.Goexit")
-
 type job[K comparable, I, O any] struct {
 	key   K
 	batch []*waiter[K, I, O]
@@ -93,6 +90,7 @@ type loop[K comparable, I, O any] struct {
 	idle    []int // workers with no batch
 	alarm   alarm
 	directs map[K]context.CancelCauseFunc // direct calls in flight, by key
+	dpeak   int                           // most directs since the map was rebuilt; see shrink
 
 	closing bool // drained, calls cancelled: ending once busy is 0
 	stopped bool // worker channels closed
@@ -114,6 +112,9 @@ func newLoop[K comparable, I, O any](f *Ferry[K, I, O], workers int, origin time
 		errFull: fmt.Errorf("%w: %d inputs waiting (MaxQueued)", ErrRejected, f.lim.queued),
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, f.lim.queuedWeight),
+	}
+	if f.lim.queuedWeight == 0 {
+		l.errFullWeight = fmt.Errorf("%w: the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", ErrRejected)
 	}
 	for i := range l.workers {
 		c := make(chan job[K, I, O], 1)
@@ -171,7 +172,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 	switch m.op {
 	case opAdmit:
 		w := m.w
-		o, tk := st.admit(w.key, w.weight, w.rank, w.at, w)
+		o, tk := st.admit(w.key, w.weight, w.rank, w.at, now, w)
 		switch o {
 		case admitted:
 			w.tk = tk
@@ -195,7 +196,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		}
 	case opDrop:
 		w := m.w
-		if _, ok := st.drop(w.key, w.tk); ok { // never for a zero ticket: seqs start at 1
+		if _, ok := st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
 			l.dropped++
 			w.c <- result[O]{err: errDropped} // it had no answer: w.c is empty
 			return
@@ -206,14 +207,16 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		}
 	case opStart:
 		if l.closing {
-			m.cancel(ErrClosed) // cancelling runs no user code: AfterFuncs get goroutines
+			go m.cancel(ErrClosed) // see close
 		} else {
 			l.directs[m.key] = m.cancel
+			l.dpeak = max(l.dpeak, len(l.directs))
 		}
 	case opRelease:
 		st.release(m.key, now)
 		if m.worker == direct {
 			delete(l.directs, m.key)
+			l.directs = shrink(l.directs, &l.dpeak)
 		} else {
 			l.idle = append(l.idle, int(m.worker))
 		}
@@ -253,7 +256,9 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 }
 
 // close drains the room, answering every waiting caller with ErrClosed, and
-// cancels the calls in flight, batched and direct.
+// cancels the calls in flight, batched and direct. A direct call's context is
+// a child of its caller's, and cancelling it calls that context's Done and
+// Value methods, which are user code: each runs on a goroutine of its own.
 func (l *loop[K, I, O]) close() {
 	if l.closing {
 		return
@@ -266,7 +271,7 @@ func (l *loop[K, I, O]) close() {
 	clear(l.drained)
 	l.f.cancel(ErrClosed)
 	for _, cancel := range l.directs {
-		cancel(ErrClosed)
+		go cancel(ErrClosed)
 	}
 }
 
@@ -316,44 +321,4 @@ func (l *loop[K, I, O]) stats() Stats {
 		Batches:     l.batches,
 		DirectCalls: l.directCalls,
 	}
-}
-
-// work runs batches for the loop until its jobs channel is closed. A Call
-// that ends the goroutine with runtime.Goexit fails its batch with errGoexit,
-// and a new goroutine takes the worker's place.
-func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
-	var (
-		ins     []I // reused: a Call must not keep its inputs
-		j       job[K, I, O]
-		running bool // a Call is running: neither returned nor panicked
-	)
-	defer func() {
-		if running {
-			f.finish(id, j, ins, nil, errGoexit)
-			go f.work(id, jobs)
-		}
-	}()
-	for j = range jobs {
-		ins = ins[:0]
-		for _, w := range j.batch {
-			ins = append(ins, w.in[0])
-		}
-		running = true
-		outs, err := f.run(f.ctx, j.key, ins)
-		running = false
-		f.finish(id, j, ins, outs, err)
-	}
-	f.inc <- msg[K, I, O]{op: opExit}
-}
-
-// finish releases j's key, then answers its callers, so that their next Do
-// comes after the release.
-func (f *Ferry[K, I, O]) finish(id int, j job[K, I, O], ins []I, outs []O, err error) {
-	f.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)}
-	errs, all := verdict(outs, err, len(j.batch))
-	for i, w := range j.batch {
-		w.c <- pick(outs, errs, all, i)
-	}
-	clear(ins) // after the answers: outs may be ins
-	clear(j.batch)
 }

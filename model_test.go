@@ -2,6 +2,8 @@ package ferry
 
 import (
 	"fmt"
+	"math"
+	"math/big"
 	"slices"
 	"time"
 )
@@ -51,17 +53,34 @@ func (m *model) remove(l *mlane) {
 	m.ready = slices.DeleteFunc(m.ready, func(k string) bool { return k == l.key })
 }
 
+// Sums of weights are exact (math/big), against limits where 0 means no
+// limit but int64's own: what cannot be represented is never admitted.
+func bigSum(ws ...int64) *big.Int {
+	s := new(big.Int)
+	for _, w := range ws {
+		s.Add(s, big.NewInt(w))
+	}
+	return s
+}
+
+func orMax(lim int64) int64 {
+	if lim == 0 {
+		return math.MaxInt64
+	}
+	return lim
+}
+
 // prefix is the batch rule, literally: the longest prefix that fits both
 // limits, at least one input.
 func (m *model) prefix(l *mlane) int {
 	n := 0
-	var w int64
+	var ws []int64
 	for _, it := range l.items {
-		if n == m.lim.batchSize || n > 0 && m.lim.batchWeight > 0 && w+it.weight > m.lim.batchWeight {
+		if n == m.lim.batchSize || n > 0 && bigSum(append(ws, it.weight)...).Cmp(big.NewInt(orMax(m.lim.batchWeight))) > 0 {
 			break
 		}
 		n++
-		w += it.weight
+		ws = append(ws, it.weight)
 	}
 	return n
 }
@@ -69,13 +88,15 @@ func (m *model) prefix(l *mlane) int {
 // full: the next batch could not grow.
 func (m *model) full(l *mlane) bool {
 	n := m.prefix(l)
-	var w int64
+	var ws []int64
 	for _, it := range l.items[:n] {
-		w += it.weight
+		ws = append(ws, it.weight)
 	}
-	return n == m.lim.batchSize || m.lim.batchWeight > 0 && w >= m.lim.batchWeight || n < len(l.items)
+	return n == m.lim.batchSize || bigSum(ws...).Cmp(big.NewInt(orMax(m.lim.batchWeight))) >= 0 || n < len(l.items)
 }
 
+// deadline is the oldest input's time plus the delay, saturated at the
+// latest time the core can name: MaxInt64 ns after its origin.
 func (m *model) deadline(l *mlane) time.Time {
 	oldest := l.items[0].at
 	for _, it := range l.items {
@@ -83,28 +104,40 @@ func (m *model) deadline(l *mlane) time.Time {
 			oldest = it.at
 		}
 	}
-	return oldest.Add(m.lim.delay)
+	if d, last := oldest.Add(m.lim.delay), m.t0.Add(math.MaxInt64); d.Before(last) {
+		return d
+	}
+	return m.t0.Add(math.MaxInt64)
 }
+
+func (m *model) isReady(l *mlane) bool { return slices.Contains(m.ready, l.key) }
 
 func (m *model) toReady(l *mlane) {
 	l.waiting = false
 	m.ready = append(m.ready, l.key)
 }
 
+// place: a lane's place in the ready line is when it became ready, so the
+// lanes due by now go first.
 func (m *model) place(l *mlane, now time.Time) {
 	if m.lim.delay == 0 || m.flushing || m.full(l) || !m.deadline(l).After(now) {
+		m.promote(now)
 		m.toReady(l)
 		return
 	}
+	m.wait(l)
+}
+
+func (m *model) wait(l *mlane) {
 	l.waiting, l.due, l.waitedAt = true, m.deadline(l), m.wseq
 	m.wseq++
 }
 
-func (m *model) admit(key string, weight, rank int64, at time.Time, e int) outcome {
+func (m *model) admit(key string, weight, rank int64, at, now time.Time, e int) outcome {
 	if m.closed || m.flushing {
 		return refused
 	}
-	if m.lim.queuedWeight > 0 && weight > m.lim.queuedWeight {
+	if weight > orMax(m.lim.queuedWeight) {
 		return rejectedHeavy
 	}
 	l := m.lane(key)
@@ -113,7 +146,7 @@ func (m *model) admit(key string, weight, rank int64, at time.Time, e int) outco
 		m.busy++
 		return claimed
 	}
-	if m.queued >= m.lim.queued || m.lim.queuedWeight > 0 && m.weight+weight > m.lim.queuedWeight {
+	if m.queued >= m.lim.queued || bigSum(m.weight, weight).Cmp(big.NewInt(orMax(m.lim.queuedWeight))) > 0 {
 		return rejectedFull
 	}
 	it := mitem{entry: e, rank: int(rank), arrival: m.aseq, at: at, weight: weight}
@@ -132,9 +165,12 @@ func (m *model) admit(key string, weight, rank int64, at time.Time, e int) outco
 	l.items = slices.Insert(l.items, i, it)
 	switch {
 	case fresh:
-		m.place(l, at)
+		m.place(l, now)
 	case l.waiting && m.full(l):
-		m.toReady(l)
+		m.promote(now)
+		if l.waiting {
+			m.toReady(l)
+		}
 	case l.waiting:
 		l.due = m.deadline(l)
 	}
@@ -192,7 +228,7 @@ func (m *model) release(key string, now time.Time) {
 	m.place(l, now)
 }
 
-func (m *model) drop(key string, e int) bool {
+func (m *model) drop(key string, e int, now time.Time) bool {
 	l := m.lane(key)
 	if l == nil {
 		return false
@@ -209,6 +245,9 @@ func (m *model) drop(key string, e int) bool {
 		m.remove(l)
 	case l.waiting:
 		l.due = m.deadline(l)
+	case m.isReady(l) && m.lim.delay > 0 && !m.flushing && !m.full(l) && m.deadline(l).After(now):
+		m.ready = slices.DeleteFunc(m.ready, func(k string) bool { return k == l.key })
+		m.wait(l) // ready only because it was full: back to waiting
 	}
 	return true
 }

@@ -3,6 +3,8 @@ package ferry
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -21,14 +23,20 @@ import (
 // due lane it promotes; release O(b + log L); drop O(log n + b + log L); drain
 // O(N log N) over all N waiting inputs. Nothing is linear in a lane's length:
 // the deadline scan covers a partial lane only, which holds fewer than b inputs.
+//
+// No sum wraps. Weights are refused rather than saturated: the room admits an
+// input only if the waiting total stays within MaxQueuedWeight, or MaxInt64
+// when that is 0, so every lane's total and every batch's fits an int64.
+// Deadlines saturate: a submission time plus the delay that passes MaxInt64 ns
+// after the origin is due at MaxInt64 ns (about 292 years: never, in effect).
 
 // limits is the core's view of Config, validated and defaulted by New.
 type limits struct {
 	batchSize    int           // inputs per batch, > 0
-	batchWeight  int64         // weight per batch; 0: no limit
+	batchWeight  int64         // weight per batch; 0: no limit (newState makes it MaxInt64)
 	delay        time.Duration // how long a partial batch may wait, >= 0
 	queued       int           // inputs waiting across all keys, > 0
-	queuedWeight int64         // their total weight; 0: no limit
+	queuedWeight int64         // their total weight; 0: no limit but MaxInt64's, as above
 	direct       bool          // claim idle keys when delay is 0
 }
 
@@ -38,7 +46,7 @@ type outcome uint8
 const (
 	admitted      outcome = iota // waiting in its lane
 	claimed                      // the key is busy with this caller's direct call
-	rejectedFull                 // the room is full by count or weight
+	rejectedFull                 // the room is full by count or weight (or the total would pass MaxInt64)
 	rejectedHeavy                // heavier than the whole room can ever hold
 	refused                      // the room is closed (drained or flushing)
 )
@@ -91,9 +99,14 @@ type waitRef[K comparable, E any] struct {
 	l   *lane[K, E]
 }
 
-// shrinkLanes is the number of lanes past which an emptied lanes map is
-// rebuilt, so that memory follows what waits, not the most that ever waited.
+// shrinkLanes is the size past which a map that has shrunk to a quarter of
+// its peak is rebuilt, so that memory follows what waits, not the most that
+// ever waited: Go's maps never give memory back.
 const shrinkLanes = 1024
+
+// staleSlack is how many stale refs the ready line may hold beyond one per
+// ready lane before it is compacted.
+const staleSlack = 16
 
 // freeLanes bounds the lanes kept for reuse.
 const freeLanes = 64
@@ -122,7 +135,7 @@ type state[K comparable, E any] struct {
 	seq      uint64 // last sequence handed out, for items and refs
 	closed   bool   // drained: nothing is admitted again
 	flushing bool   // flushed: nothing is admitted again, every lane is due
-	peak     int    // most lanes since the map was last rebuilt
+	peak     int    // most lanes since the map was last rebuilt; see shrink
 
 	free      []*lane[K, E]
 	itemsFree *btree.FreeListG[item[E]] // nodes for lanes whose ranks arrive out of order
@@ -132,6 +145,8 @@ type state[K comparable, E any] struct {
 const degree = 16
 
 func newState[K comparable, E any](lim limits, origin time.Time) *state[K, E] {
+	lim.batchWeight = cmp.Or(lim.batchWeight, math.MaxInt64)
+	lim.queuedWeight = cmp.Or(lim.queuedWeight, math.MaxInt64)
 	return &state[K, E]{
 		lim:       lim,
 		origin:    origin,
@@ -162,15 +177,24 @@ func (s *state[K, E]) nsIf(t time.Time) int64 {
 
 func (s *state[K, E]) next() uint64 { s.seq++; return s.seq }
 
-// admit takes one input into the room, as one step: a closed room refuses it;
-// an input heavier than the room is rejected; with direct calls on, zero delay
-// and no lane for the key, the key is claimed (busy, no items) and the caller
-// makes the call; else the input joins its lane if the room has space for it.
-func (s *state[K, E]) admit(key K, weight, rank int64, at time.Time, e E) (outcome, ticket) {
+// dueAt is the deadline of an input submitted at at (ns), saturated.
+func (s *state[K, E]) dueAt(at int64) int64 {
+	if at > math.MaxInt64-int64(s.lim.delay) {
+		return math.MaxInt64
+	}
+	return at + int64(s.lim.delay)
+}
+
+// admit takes one input, submitted at at, into the room at now, as one step:
+// a closed room refuses it; an input heavier than the room is rejected; with
+// direct calls on, zero delay and no lane for the key, the key is claimed
+// (busy, no items) and the caller makes the call; else the input joins its
+// lane if the room has space for it. weight must not be negative.
+func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Time, e E) (outcome, ticket) {
 	switch {
 	case s.closed || s.flushing:
 		return refused, ticket{}
-	case s.lim.queuedWeight > 0 && weight > s.lim.queuedWeight:
+	case weight > s.lim.queuedWeight:
 		return rejectedHeavy, ticket{}
 	}
 	l := s.lanes[key]
@@ -178,7 +202,7 @@ func (s *state[K, E]) admit(key K, weight, rank int64, at time.Time, e E) (outco
 		s.claim(key)
 		return claimed, ticket{}
 	}
-	if s.queued >= s.lim.queued || s.lim.queuedWeight > 0 && s.weight+weight > s.lim.queuedWeight {
+	if s.queued >= s.lim.queued || weight > s.lim.queuedWeight-s.weight {
 		return rejectedFull, ticket{}
 	}
 	it := item[E]{rank: rank, seq: s.next(), at: s.nsIf(at), weight: weight, entry: e}
@@ -187,15 +211,18 @@ func (s *state[K, E]) admit(key K, weight, rank int64, at time.Time, e E) (outco
 	if l == nil {
 		l = s.newLane(key)
 		s.insert(l, it)
-		s.place(l, it.at)
+		s.place(l, s.nsIf(now))
 		return admitted, ticket{rank, it.seq}
 	}
 	s.insert(l, it)
 	if l.phase == phaseWaiting {
 		if s.full(l) {
-			s.unwait(l)
-			s.pushReady(l)
-		} else if d := it.at + int64(s.lim.delay); d < l.due {
+			s.promote(now) // the lanes due before it filled go first; l may be one
+			if l.phase == phaseWaiting {
+				s.unwait(l)
+				s.pushReady(l)
+			}
+		} else if d := s.dueAt(it.at); d < l.due {
 			s.rekey(l, d) // the new input is older than the oldest
 		}
 	}
@@ -220,15 +247,16 @@ func (s *state[K, E]) take(now time.Time, buf []E) (key K, batch []E, ok bool) {
 		}
 		l := r.l
 		s.nready--
+		s.tidy()
 		l.phase = phaseBusy
 		s.busy++
 		batch = buf
 		if l.items.len() > hotLane {
-			l.items.run.SetBaseCap(min(2*s.lim.batchSize, baseCap))
+			l.items.run.SetBaseCap(2 * min(s.lim.batchSize, baseCap/2))
 		}
-		var w int64
+		var w int64 // the batch's weight: at most batchWeight, or one input's
 		for n := 0; n < s.lim.batchSize && l.items.len() > 0; n++ {
-			if n > 0 && s.lim.batchWeight > 0 && w+l.items.min().weight > s.lim.batchWeight {
+			if n > 0 && l.items.min().weight > s.lim.batchWeight-w {
 				break // does not fit: it starts the next batch
 			}
 			it := l.items.pop()
@@ -248,7 +276,7 @@ func (s *state[K, E]) take(now time.Time, buf []E) (key K, batch []E, ok bool) {
 func (s *state[K, E]) release(key K, now time.Time) {
 	l := s.lanes[key]
 	if l == nil || l.phase != phaseBusy {
-		panic(fmt.Sprintf("ferry: release of key %v, which has no call in flight", key))
+		panic(fmt.Sprintf("ferry: release of a key of type %T that has no call in flight", key))
 	}
 	s.busy--
 	s.promote(now)
@@ -259,10 +287,11 @@ func (s *state[K, E]) release(key K, now time.Time) {
 	s.place(l, s.nsIf(now))
 }
 
-// drop removes the admitted input t of key before it is taken, freeing its
-// count and weight at once. ok is false if it is not waiting (taken, dropped
-// or drained). A lane left empty and idle is removed.
-func (s *state[K, E]) drop(key K, t ticket) (e E, ok bool) {
+// drop removes the admitted input t of key before it is taken, at now,
+// freeing its count and weight at once. ok is false if it is not waiting
+// (taken, dropped or drained). A lane left empty and idle is removed; a ready
+// lane left partial and not yet due goes back to waiting.
+func (s *state[K, E]) drop(key K, t ticket, now time.Time) (e E, ok bool) {
 	l := s.lanes[key]
 	if l == nil {
 		return e, false
@@ -276,9 +305,15 @@ func (s *state[K, E]) drop(key K, t ticket) (e E, ok bool) {
 		s.removeLane(l) // a stale ready ref is skipped by take
 		return it.entry, true
 	}
-	if l.phase == phaseWaiting && it.at+int64(s.lim.delay) == l.due {
+	switch {
+	case l.phase == phaseWaiting && s.dueAt(it.at) == l.due:
 		if d := s.deadline(l); d != l.due {
 			s.rekey(l, d) // the oldest input left
+		}
+	case l.phase == phaseReady && !s.flushing && !s.full(l):
+		if d := s.deadline(l); d > s.nsIf(now) {
+			s.unready(l)
+			s.wait(l, d) // Ready -> Waiting: it was ready only because full
 		}
 	}
 	return it.entry, true
@@ -324,16 +359,18 @@ func (s *state[K, E]) flush() {
 // back of the ready line, in deadline order, ties in the order they started
 // waiting.
 func (s *state[K, E]) promote(now time.Time) {
-	if s.waiting.Len() == 0 {
-		return
+	if s.waiting.Len() > 0 {
+		s.promoteNs(s.ns(now))
 	}
-	t := s.ns(now)
-	for {
-		r, ok := s.waiting.Min()
-		if !ok || r.due > t {
+}
+
+// promoteNs is promote at t, ns since the origin.
+func (s *state[K, E]) promoteNs(t int64) {
+	for s.waiting.Len() > 0 {
+		if r, _ := s.waiting.Min(); r.due > t {
 			return
 		}
-		s.waiting.DeleteMin()
+		r, _ := s.waiting.DeleteMin()
 		s.pushReady(r.l)
 	}
 }
@@ -371,20 +408,20 @@ func (s *state[K, E]) full(l *lane[K, E]) bool {
 func (s *state[K, E]) deadline(l *lane[K, E]) int64 {
 	oldest := l.items.min().at
 	l.items.each(func(it item[E]) { oldest = min(oldest, it.at) })
-	return oldest + int64(s.lim.delay)
+	return s.dueAt(oldest)
 }
 
 // place puts an idle lane with items where it belongs at now (ns): the ready
-// line if it is full, flushing, or due; else the waiting tree.
+// line if it is full, flushing, or due; else the waiting tree. Lanes due at
+// now go into the line before it: a lane's place is when it became ready.
 func (s *state[K, E]) place(l *lane[K, E], now int64) {
-	if s.lim.delay == 0 || s.flushing || s.full(l) {
-		s.pushReady(l)
-		return
+	if s.lim.delay > 0 && !s.flushing && !s.full(l) {
+		if d := s.deadline(l); d > now {
+			s.wait(l, d)
+			return
+		}
 	}
-	if d := s.deadline(l); d > now {
-		s.wait(l, d)
-		return
-	}
+	s.promoteNs(now)
 	s.pushReady(l)
 }
 
@@ -393,6 +430,28 @@ func (s *state[K, E]) pushReady(l *lane[K, E]) {
 	l.ref = s.next()
 	s.ready.PushBack(readyRef[K, E]{l, l.ref})
 	s.nready++
+}
+
+// unready takes a ready lane out of line: its ref goes stale.
+func (s *state[K, E]) unready(l *lane[K, E]) {
+	l.phase = 0
+	s.nready--
+	s.tidy()
+}
+
+// tidy compacts the ready line once its stale refs outnumber the ready lanes
+// plus staleSlack, so that it holds O(ready lanes) refs whatever the drops.
+// It is called wherever nready falls. A compaction of n refs follows at least
+// n/2 refs going stale since the last one, so it costs O(1) amortized.
+func (s *state[K, E]) tidy() {
+	if s.ready.Len()-s.nready <= s.nready+staleSlack {
+		return
+	}
+	for range s.ready.Len() {
+		if r := s.ready.PopFront(); r.l.phase == phaseReady && r.l.ref == r.seq {
+			s.ready.PushBack(r)
+		}
+	}
 }
 
 func (s *state[K, E]) wait(l *lane[K, E], due int64) {
@@ -438,6 +497,19 @@ func (s *state[K, E]) newLane(key K) *lane[K, E] {
 	return l
 }
 
+// shrink returns m, or a copy of it once it holds a quarter of its peak or
+// less and that peak was past shrinkLanes; peak is then reset to its size. As
+// a rebuild of n entries follows 3n deletions, it costs O(1) amortized.
+func shrink[K comparable, V any](m map[K]V, peak *int) map[K]V {
+	if *peak <= shrinkLanes || len(m) > *peak/4 {
+		return m
+	}
+	c := make(map[K]V, len(m))
+	maps.Copy(c, m)
+	*peak = len(m)
+	return c
+}
+
 // removeLane forgets an empty lane, wherever it stands. A ready ref to it goes
 // stale; a waiting ref is deleted.
 func (s *state[K, E]) removeLane(l *lane[K, E]) {
@@ -445,13 +517,10 @@ func (s *state[K, E]) removeLane(l *lane[K, E]) {
 	case phaseWaiting:
 		s.unwait(l)
 	case phaseReady:
-		s.nready--
+		s.unready(l)
 	}
 	delete(s.lanes, l.key)
-	if len(s.lanes) == 0 && s.peak > shrinkLanes {
-		s.lanes = make(map[K]*lane[K, E]) // maps never shrink: start afresh
-		s.peak = 0
-	}
+	s.lanes = shrink(s.lanes, &s.peak)
 	var zero K
 	l.key, l.phase, l.ref, l.due, l.weight = zero, 0, 0, 0, 0
 	if len(s.free) < freeLanes {

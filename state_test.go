@@ -2,8 +2,11 @@ package ferry
 
 import (
 	"fmt"
+	"math"
+	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,7 +37,7 @@ func newCore(t *testing.T, lim limits) *core {
 func (c *core) in(key string, weight, rank int64, at time.Time) (int, outcome, ticket) {
 	e := c.next
 	c.next++
-	o, tk := c.admit(key, weight, rank, at, e)
+	o, tk := c.admit(key, weight, rank, at, at, e)
 	require.NoError(c.t, checkState(c.state))
 	return e, o, tk
 }
@@ -94,7 +97,7 @@ func TestAdmitOutcomes(t *testing.T) {
 		{"claimed", limits{direct: true}, nil, 1, claimed},
 		{"direct but a delay", limits{direct: true, delay: time.Millisecond}, nil, 1, admitted},
 		{"direct ignores a full room", limits{direct: true, queued: 1}, func(c *core) { c.in("b", 1, 0, t0); c.add("b", t0) }, 1, claimed},
-		{"direct key has a lane", limits{direct: true}, func(c *core) { c.admit("a", 1, 0, t0, 9) }, 1, admitted},
+		{"direct key has a lane", limits{direct: true}, func(c *core) { c.admit("a", 1, 0, t0, t0, 9) }, 1, admitted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -340,7 +343,7 @@ func TestDrop(t *testing.T) {
 		c := newCore(t, limits{delay: 10 * time.Millisecond})
 		e0, _, t0k := c.in("a", 2, 0, ms(0))
 		e1 := c.add("a", ms(4))
-		got, ok := c.drop("a", t0k)
+		got, ok := c.drop("a", t0k, t0)
 		require.True(t, ok)
 		assert.Equal(t, e0, got)
 		assert.Equal(t, 1, c.queued)
@@ -354,7 +357,7 @@ func TestDrop(t *testing.T) {
 		a0 := c.add("a", t0)
 		_, _, tk := c.in("a", 1, 0, t0)
 		b0 := c.add("b", t0)
-		_, ok := c.drop("a", tk)
+		_, ok := c.drop("a", tk, t0)
 		require.True(t, ok)
 		c.takes(t0, "a", a0)
 		c.takes(t0, "b", b0)
@@ -363,7 +366,7 @@ func TestDrop(t *testing.T) {
 		c := newCore(t, limits{})
 		_, _, tk := c.in("a", 1, 0, t0)
 		b0 := c.add("b", t0)
-		_, ok := c.drop("a", tk)
+		_, ok := c.drop("a", tk, t0)
 		require.True(t, ok)
 		assert.Len(t, c.lanes, 1)
 		c.takes(t0, "b", b0)
@@ -373,7 +376,7 @@ func TestDrop(t *testing.T) {
 	t.Run("the last input of a waiting lane removes it", func(t *testing.T) {
 		c := newCore(t, limits{delay: time.Second})
 		_, _, tk := c.in("a", 1, 0, t0)
-		_, ok := c.drop("a", tk)
+		_, ok := c.drop("a", tk, t0)
 		require.True(t, ok)
 		assert.Empty(t, c.lanes)
 		_, ok = c.earliest()
@@ -383,7 +386,7 @@ func TestDrop(t *testing.T) {
 		c := newCore(t, limits{batchSize: 1})
 		c.takes(t0, "a", c.add("a", t0))
 		_, _, tk := c.in("a", 1, 0, t0)
-		_, ok := c.drop("a", tk)
+		_, ok := c.drop("a", tk, t0)
 		require.True(t, ok)
 		assert.Len(t, c.lanes, 1)
 		c.rel("a", t0)
@@ -394,15 +397,15 @@ func TestDrop(t *testing.T) {
 		_, _, tk := c.in("a", 1, 0, t0)
 		_, _, tk1 := c.in("a", 1, 0, t0)
 		c.takes(t0, "a", 0, 1)
-		_, ok := c.drop("a", tk)
+		_, ok := c.drop("a", tk, t0)
 		assert.False(t, ok, "taken")
 		c.rel("a", t0)
-		_, ok = c.drop("a", tk1)
+		_, ok = c.drop("a", tk1, t0)
 		assert.False(t, ok, "no lane")
 		_, _, tk2 := c.in("a", 1, 0, t0)
-		_, ok = c.drop("a", tk2)
+		_, ok = c.drop("a", tk2, t0)
 		assert.True(t, ok)
-		_, ok = c.drop("a", tk2)
+		_, ok = c.drop("a", tk2, t0)
 		assert.False(t, ok, "twice")
 	})
 }
@@ -456,7 +459,7 @@ func TestFlush(t *testing.T) {
 
 func TestReleaseNotBusyPanics(t *testing.T) {
 	c := newCore(t, limits{delay: time.Second})
-	assert.PanicsWithValue(t, `ferry: release of key a, which has no call in flight`, func() { c.release("a", t0) })
+	assert.PanicsWithValue(t, `ferry: release of a key of type string that has no call in flight`, func() { c.release("a", t0) })
 	c.add("a", t0)
 	assert.Panics(t, func() { c.release("a", t0) })
 }
@@ -472,7 +475,172 @@ func TestMemoryFollowsWhatWaits(t *testing.T) {
 		c.release(k, t0)
 	}
 	assert.Empty(t, c.lanes)
-	assert.Zero(t, c.peak, "the map was rebuilt")
+	assert.LessOrEqual(t, c.peak, shrinkLanes, "the map was rebuilt")
 	assert.Len(t, c.free, freeLanes, "a bounded number of lanes kept for reuse")
 	require.NoError(t, checkState(c.state))
+}
+
+// Issue 10, item 15: the lanes map is rebuilt once it holds a quarter of its
+// peak, not only when it empties, so one lane alive does not keep 20k's map.
+func TestLanesMapShrinksWhileLanesLive(t *testing.T) {
+	c := newCore(t, limits{batchSize: 1, queued: 20_000})
+	for i := range 20_000 {
+		c.admit(fmt.Sprint(i), 1, 0, t0, t0, i) // not c.add: checkState per input is quadratic
+	}
+	before := reflect.ValueOf(c.lanes).UnsafePointer()
+	for len(c.lanes) > 1 {
+		k, _, _ := c.take(t0, nil)
+		c.release(k, t0)
+	}
+	assert.NotEqual(t, before, reflect.ValueOf(c.lanes).UnsafePointer(), "a new map")
+	assert.LessOrEqual(t, c.peak, shrinkLanes)
+	require.NoError(t, checkState(c.state))
+}
+
+// shrink rebuilds a map only once it is down to a quarter of its peak, so a
+// rebuild of n entries follows 3n deletions.
+func TestShrink(t *testing.T) {
+	ptr := func(m map[int]int) unsafe.Pointer { return reflect.ValueOf(m).UnsafePointer() }
+	m, peak := map[int]int{}, 0
+	for i := range 4 * shrinkLanes {
+		m[i] = i
+		peak = max(peak, len(m))
+	}
+	p := ptr(m)
+	for i := range 3*shrinkLanes - 1 {
+		delete(m, i)
+		m = shrink(m, &peak)
+	}
+	assert.Equal(t, p, ptr(m), "above a quarter of its peak: kept")
+	delete(m, 3*shrinkLanes-1)
+	m = shrink(m, &peak)
+	assert.NotEqual(t, p, ptr(m), "at a quarter: rebuilt")
+	assert.Equal(t, shrinkLanes, peak)
+	assert.Len(t, m, shrinkLanes)
+	assert.Equal(t, 4*shrinkLanes-1, m[4*shrinkLanes-1])
+	p = ptr(m)
+	for i := 3 * shrinkLanes; i < 4*shrinkLanes-1; i++ {
+		delete(m, i)
+		m = shrink(m, &peak)
+	}
+	assert.Equal(t, p, ptr(m), "a peak of shrinkLanes or less is never rebuilt")
+}
+
+// Issue 10, items 1 to 3: no total of weights wraps. The room refuses an
+// input that would take its total past MaxQueuedWeight, or MaxInt64 with no
+// limit, so no lane's or batch's total can wrap either.
+func TestWeightSumsNeverWrap(t *testing.T) {
+	const big = 1 << 62
+	t.Run("room limit MaxInt64", func(t *testing.T) {
+		c := newCore(t, limits{queuedWeight: math.MaxInt64, delay: time.Hour})
+		_, o, _ := c.in("a", math.MaxInt64, 0, t0)
+		require.Equal(t, admitted, o)
+		_, o, _ = c.in("b", 1, 0, t0)
+		assert.Equal(t, rejectedFull, o)
+		_, o, _ = c.in("b", 0, 0, t0)
+		assert.Equal(t, admitted, o, "weight 0 still fits")
+		assert.Equal(t, int64(math.MaxInt64), c.weight)
+	})
+	t.Run("no room limit is int64's", func(t *testing.T) {
+		c := newCore(t, limits{delay: time.Hour})
+		_, o, _ := c.in("a", math.MaxInt64, 0, t0)
+		require.Equal(t, admitted, o)
+		_, o, _ = c.in("a", 1, 0, t0)
+		assert.Equal(t, rejectedFull, o)
+		assert.Equal(t, int64(math.MaxInt64), c.weight)
+	})
+	t.Run("batch limit just over a heavy input", func(t *testing.T) {
+		c := newCore(t, limits{batchWeight: big + 1, delay: time.Hour})
+		a0, o, _ := c.in("a", big, 0, t0)
+		require.Equal(t, admitted, o)
+		for range 3 {
+			_, o, _ = c.in("a", big, 0, t0)
+			assert.Equal(t, rejectedFull, o, "four of 1<<62 do not fit an int64")
+		}
+		a1, o, _ := c.in("a", 1, 0, t0)
+		require.Equal(t, admitted, o)
+		c.takes(t0, "a", a0, a1) // full at 1<<62 + 1: at once
+	})
+	t.Run("a lane at the batch limit goes at once", func(t *testing.T) {
+		c := newCore(t, limits{batchWeight: big, delay: time.Hour})
+		c.claim("a") // busy, so that its inputs wait together
+		a1, o, _ := c.in("a", big, 0, t0)
+		require.Equal(t, admitted, o)
+		_, o, _ = c.in("a", big, 0, t0)
+		assert.Equal(t, rejectedFull, o, "2 * 1<<62 does not fit an int64")
+		c.rel("a", t0)
+		c.takes(t0, "a", a1)
+	})
+}
+
+// Issue 10, item 4: a delay of MaxInt64 means full batches only (or Shutdown):
+// the deadline saturates instead of wrapping into the past.
+func TestDelayMaxInt64Saturates(t *testing.T) {
+	c := newCore(t, limits{batchSize: 2, delay: math.MaxInt64})
+	a0 := c.add("a", ms(5))
+	c.due(t0.Add(math.MaxInt64))
+	c.none(t0.Add(100 * 365 * 24 * time.Hour))
+	a1 := c.add("a", ms(6))
+	c.takes(ms(6), "a", a0, a1)
+	b0 := c.add("b", ms(7))
+	c.due(t0.Add(math.MaxInt64))
+	_, o, tk := c.in("b", 1, 0, ms(8))
+	require.Equal(t, admitted, o)
+	_, ok := c.drop("b", tk, ms(9))
+	require.True(t, ok)
+	c.due(t0.Add(math.MaxInt64))
+	c.takes(t0.Add(math.MaxInt64), "b", b0)
+}
+
+// Issue 10, item 10: a lane's place in the ready line is the time it became
+// ready. a falls due at 10ms while every call is busy; b fills at 15ms; a goes
+// first.
+func TestReadyLineIsInTheOrderLanesBecameReady(t *testing.T) {
+	c := newCore(t, limits{batchSize: 2, delay: 10 * time.Millisecond})
+	a0 := c.add("a", ms(0))
+	c.in("b", 1, 0, ms(12))
+	e, o, _ := c.in("b", 1, 0, ms(15))
+	require.Equal(t, admitted, o)
+	c.takes(ms(15), "a", a0)
+	c.takes(ms(15), "b", e-1, e)
+}
+
+// Issue 10, item 11: a full lane that loses an input is partial again, and
+// goes back to waiting for its oldest input's deadline (Ready -> Waiting).
+func TestReadyLaneLeftPartialWaitsAgain(t *testing.T) {
+	c := newCore(t, limits{batchSize: 2, delay: time.Hour})
+	a0 := c.add("a", t0)
+	_, _, tk := c.in("a", 1, 0, ms(1))
+	require.True(t, c.hasReady(ms(1)), "full")
+	_, ok := c.drop("a", tk, ms(60_000))
+	require.True(t, ok)
+	require.NoError(t, checkState(c.state))
+	c.due(t0.Add(time.Hour))
+	c.none(t0.Add(time.Hour - 1))
+	c.takes(t0.Add(time.Hour), "a", a0)
+	t.Run("due already: it keeps its place", func(t *testing.T) {
+		c := newCore(t, limits{batchSize: 2, delay: 10 * time.Millisecond})
+		c.claim("x") // busy, so a's promotion waits for a take
+		a0 := c.add("a", t0)
+		_, _, tk := c.in("a", 1, 0, ms(1))
+		b0 := c.add("b", ms(2))
+		_, ok := c.drop("a", tk, ms(20))
+		require.True(t, ok)
+		c.takes(ms(20), "a", a0)
+		c.takes(ms(20), "b", b0)
+	})
+}
+
+// Issue 10, item 13: stale refs in the ready line are bounded by the lanes
+// that are ready, however many inputs are admitted and dropped.
+func TestStaleReadyRefsAreBounded(t *testing.T) {
+	c := newCore(t, limits{queued: 1})
+	for i := range 100_000 {
+		o, tk := c.admit("a", 1, 0, t0, t0, i)
+		if _, ok := c.drop("a", tk, t0); o != admitted || !ok {
+			t.Fatalf("round %d: %v, dropped %v", i, o, ok)
+		}
+	}
+	assert.LessOrEqual(t, c.ready.Len(), staleSlack+1)
+	assert.Empty(t, c.lanes)
 }

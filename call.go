@@ -1,0 +1,122 @@
+package ferry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+)
+
+// This file runs user calls, off the loop: workers run batched calls, and a
+// caller that claimed its key runs its direct call. Whatever the call does
+// (returns, breaks its contract, panics, runs Goexit, returns an error whose
+// methods panic), its key is released and every input gets one answer.
+
+// errGoexit fails the inputs of a batched call that ran runtime.Goexit.
+var errGoexit = errors.New("ferry: call ran runtime.Goexit")
+
+// work runs batches for the loop until its jobs channel is closed. A Call
+// that ends the goroutine with runtime.Goexit fails its batch with errGoexit,
+// and a new goroutine takes the worker's place.
+func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
+	var (
+		ins     []I // reused: a Call must not keep its inputs
+		j       job[K, I, O]
+		running bool // a Call is running: neither returned nor panicked
+	)
+	defer func() {
+		if running {
+			f.finish(id, j, ins, nil, nil, errGoexit)
+			go f.work(id, jobs)
+		}
+	}()
+	for j = range jobs {
+		ins = ins[:0]
+		for _, w := range j.batch {
+			ins = append(ins, w.in[0])
+		}
+		running = true
+		outs, errs, all := f.run(f.ctx, j.key, ins)
+		running = false
+		f.finish(id, j, ins, outs, errs, all)
+	}
+	f.inc <- msg[K, I, O]{op: opExit}
+}
+
+// finish releases j's key, then answers its callers, so that their next Do
+// comes after the release.
+func (f *Ferry[K, I, O]) finish(id int, j job[K, I, O], ins []I, outs []O, errs Errors, all error) {
+	f.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)}
+	for i, w := range j.batch {
+		w.c <- pick(outs, errs, all, i)
+	}
+	clear(ins) // after the answers: outs may be ins
+	clear(j.batch)
+}
+
+// direct makes the call for a claimed key on the caller's goroutine. Its
+// context carries the caller's values and ends with the caller's context or,
+// cancelled by the loop, with the ferry's close. The key is released when the
+// call is over, whatever happened in it.
+func (f *Ferry[K, I, O]) direct(ctx context.Context, w *waiter[K, I, O]) (out O, err error) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	f.inc <- msg[K, I, O]{op: opStart, key: w.key, cancel: cancel}
+	defer func() {
+		cancel(nil)
+		f.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: direct}
+	}()
+	outs, errs, all := f.run(cctx, w.key, w.in[:])
+	r := pick(outs, errs, all, 0)
+	return r.out, r.err
+}
+
+// run calls f.call and reads its verdict on ins. A panic in the call, or in
+// its error's Unwrap or As methods (which verdict calls, so inside the
+// recover), fails every input with a *PanicError.
+func (f *Ferry[K, I, O]) run(ctx context.Context, key K, ins []I) (outs []O, errs Errors, all error) {
+	defer func() {
+		if v := recover(); v != nil {
+			buf := make([]byte, 64<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			outs, errs, all = nil, nil, &PanicError{Value: v, Stack: buf}
+		}
+	}()
+	outs, err := f.call(ctx, key, ins)
+	errs, all = verdict(outs, err, len(ins))
+	return outs, errs, all
+}
+
+// verdict reads a call's return for n inputs: errs, if not nil, holds each
+// input's error; all, if not nil, is the error of every input errs does not
+// fail. A Call that breaks its contract fails every input it broke it for.
+// A nil Errors as the error is no error.
+func verdict[O any](outs []O, err error, n int) (errs Errors, all error) {
+	if e, ok := err.(Errors); ok && e == nil {
+		err = nil
+	}
+	if err != nil {
+		var e Errors // declared here, as it escapes: no allocation for a nil err
+		if !errors.As(err, &e) {
+			return nil, err
+		}
+		if len(e) != n {
+			return nil, fmt.Errorf("ferry: call returned %d errors for %d inputs", len(e), n)
+		}
+		errs = e
+	}
+	if len(outs) != n {
+		all = fmt.Errorf("ferry: call returned %d outputs for %d inputs", len(outs), n)
+	}
+	return errs, all
+}
+
+// pick is input i's result, from outs and verdict's errs and all.
+func pick[O any](outs []O, errs Errors, all error, i int) result[O] {
+	switch {
+	case errs != nil && errs[i] != nil:
+		return result[O]{err: errs[i]}
+	case all != nil:
+		return result[O]{err: all}
+	}
+	return result[O]{out: outs[i]}
+}
