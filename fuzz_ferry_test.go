@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -19,7 +21,7 @@ var (
 // ferryRun is one random schedule through a whole ferry, in a synctest bubble.
 type ferryRun struct {
 	t   *testing.T
-	cfg Config[string, in]
+	cfg Config[any, in]
 
 	mu      sync.Mutex
 	modes   map[int]int  // by input id, how the call of a batch led by it behaves: see call
@@ -40,7 +42,14 @@ func (r *ferryRun) fail(format string, args ...any) {
 // input that leads its batch says: it waits mode/4 ms (or for its context),
 // then runs runtime.Goexit from mode 16 on, else by mode%4 answers, fails,
 // panics, or fails the odd ids with Errors.
-func (r *ferryRun) call(ctx context.Context, key string, ins []in) ([]int, error) {
+func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
+	key, ok := k.(string)
+	if !ok {
+		r.mu.Lock()
+		r.fail("a call for key %T %v, which Do should have refused", k, k)
+		r.mu.Unlock()
+		return nil, errFuzzCall
+	}
 	r.mu.Lock()
 	r.calls++
 	r.inCalls += len(ins)
@@ -64,7 +73,7 @@ func (r *ferryRun) call(ctx context.Context, key string, ins []in) ([]int, error
 	if n := r.cfg.MaxBatchSize; len(ins) > n {
 		r.fail("batch of %d, limit %d", len(ins), n)
 	}
-	if lim := r.cfg.MaxBatchWeight; lim > 0 && len(ins) > 1 && w > lim {
+	if lim := r.cfg.MaxBatchWeight; lim > 0 && len(ins) > 1 && (w > lim || w < 0) {
 		r.fail("batch %v weighs %d, limit %d", ins, w, lim)
 	}
 	mode := r.modes[ins[0].ID]
@@ -106,6 +115,48 @@ func (r *ferryRun) call(ctx context.Context, key string, ins []in) ([]int, error
 	return outs, nil
 }
 
+// fuzzKey is the lane of an input: its Key, except for the keys that no lane
+// can hold: "n" is a NaN, "u" a slice (incomparable), "z" an array holding a NaN.
+func fuzzKey(x in) any {
+	switch x.Key {
+	case "n":
+		return math.NaN()
+	case "u":
+		return []int{x.ID}
+	case "z":
+		return [1]any{math.NaN()}
+	}
+	return x.Key
+}
+
+// callerCtx is a caller's own context type. Its methods are user code, so
+// each checks that it is not running on the loop goroutine.
+type callerCtx struct {
+	context.Context
+	r *ferryRun
+}
+
+func (c callerCtx) check(method string) {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		fr, more := frames.Next()
+		if strings.Contains(fr.Function, "ferry.(*loop[") {
+			c.r.mu.Lock()
+			c.r.fail("the caller's context's %s ran on the loop, in %s", method, fr.Function)
+			c.r.mu.Unlock()
+			return
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+func (c callerCtx) Value(key any) any     { c.check("Value"); return c.Context.Value(key) }
+func (c callerCtx) Done() <-chan struct{} { c.check("Done"); return c.Context.Done() }
+func (c callerCtx) Err() error            { c.check("Err"); return c.Context.Err() }
+
 type fuzzCaller struct {
 	x      in
 	cancel context.CancelFunc
@@ -116,13 +167,13 @@ type fuzzCaller struct {
 
 func runFerry(t *testing.T, data []byte) {
 	b := &bytes{data}
-	cfg := inCfg
+	cfg := Config[any, in]{Key: fuzzKey, Weight: inCfg.Weight, Rank: inCfg.Rank}
 	cfg.MaxBatchSize = 1 + b.next()%4
-	cfg.MaxBatchWeight = int64(b.next() % 7)
-	cfg.MaxBatchDelay = []time.Duration{0, time.Millisecond, 5 * time.Millisecond}[b.next()%3]
+	cfg.MaxBatchWeight = small(b.next(), 7)
+	cfg.MaxBatchDelay = []time.Duration{0, time.Millisecond, 5 * time.Millisecond, math.MaxInt64}[b.next()%4]
 	cfg.MaxInFlightBatches = 1 + b.next()%3
 	cfg.MaxQueued = 1 + b.next()%8
-	cfg.MaxQueuedWeight = int64(b.next() % 13)
+	cfg.MaxQueuedWeight = small(b.next(), 13)
 	cfg.DirectCalls = b.next()%2 == 1
 	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{}}
 	f, err := New(r.call, cfg)
@@ -136,11 +187,19 @@ func runFerry(t *testing.T, data []byte) {
 		switch op := b.next() % 8; op {
 		case 0, 1, 2: // Do
 			id := len(callers)
-			x := in{Key: string(rune('a' + b.next()%3)), ID: id, W: int64(b.next() % 5), R: int64(b.next() % 3)}
+			key := string(rune('a' + b.next()%3))
+			if k := b.next(); k >= 250 {
+				key = []string{"n", "u", "z"}[k%3]
+			}
+			x := in{Key: key, ID: id, W: small(b.next(), 5), R: int64(b.next() % 3)}
 			r.mu.Lock()
 			r.modes[id] = b.next() % 20 // see call
 			r.mu.Unlock()
-			ctx, cancel := context.WithCancel(context.Background())
+			parent, cancel := context.WithCancel(context.Background())
+			var ctx context.Context = parent
+			if id%2 == 1 {
+				ctx = callerCtx{parent, r}
+			}
 			c := &fuzzCaller{x: x, cancel: cancel, c: make(chan answer, 1)}
 			callers = append(callers, c)
 			go func() {
@@ -179,7 +238,7 @@ func runFerry(t *testing.T, data []byte) {
 			}
 		case 7: // Stats goes through the loop too
 			s := f.Stats()
-			if s.Queued > cfg.MaxQueued || cfg.MaxQueuedWeight > 0 && s.Weight > cfg.MaxQueuedWeight {
+			if s.Queued > cfg.MaxQueued || s.Weight < 0 || cfg.MaxQueuedWeight > 0 && s.Weight > cfg.MaxQueuedWeight {
 				t.Fatalf("room over its limits: %+v", s)
 			}
 		}
@@ -231,7 +290,11 @@ func runFerry(t *testing.T, data []byte) {
 // the schedule could have caused.
 func checkAnswer(t *testing.T, c *fuzzCaller, exited map[int]bool) {
 	var p *PanicError
+	bad := strings.Contains("nuz", c.x.Key)
 	switch err := c.a.err; {
+	case bad != (err != nil && strings.Contains(err.Error(), "ferry: key of type")) && !errors.Is(err, context.Canceled):
+		t.Fatalf("input %d with key %q: %v", c.x.ID, c.x.Key, err)
+	case bad:
 	case err == nil:
 		if c.a.out != 10*c.x.ID {
 			t.Fatalf("input %d got %d", c.x.ID, c.a.out)
