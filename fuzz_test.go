@@ -336,4 +336,15 @@ var stateSeeds = [][]byte{
 	{2, 0, 8, 0, 0, 1, 0, 0, 1, 0, 0, 7, 5, 3, 0, 0, 1, 0, 7, 7, 5, 0, 3, 5, 0},
 	// drop the oldest input of a waiting lane: its deadline moves
 	{5, 0, 8, 0, 0, 2, 0, 0, 1, 0, 2, 7, 2, 0, 0, 1, 0, 0, 6, 0, 7, 3, 7, 3, 3},
+	admitDropCycles(40),
+}
+
+// admitDropCycles is a seed of n rounds of admitting an input to a ready lane
+// and dropping it, each leaving a stale ref in the ready line.
+func admitDropCycles(n int) []byte {
+	seed := []byte{0, 0, 0, 0, 0, 0} // batch 1, room 1, no delay
+	for e := range n {
+		seed = append(seed, 0, 0, 1, 0, 0, 6, byte(e))
+	}
+	return seed
 }

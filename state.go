@@ -106,7 +106,7 @@ const shrinkLanes = 1024
 
 // staleSlack is how many stale refs the ready line may hold beyond one per
 // ready lane before it is compacted.
-const staleSlack = 16
+const staleSlack = 4
 
 // freeLanes bounds the lanes kept for reuse.
 const freeLanes = 64
