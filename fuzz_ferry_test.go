@@ -233,6 +233,10 @@ func runFerry(t *testing.T, data []byte) {
 						closeDone <- err
 						return
 					}
+					if _, err := f.Do(context.Background(), in{Key: "a", ID: -1}); !errors.Is(err, ErrClosed) {
+						closeDone <- fmt.Errorf("Do after Shutdown returned: %v, not ErrClosed", err)
+						return
+					}
 					closeDone <- f.Close()
 				}()
 			}
