@@ -100,6 +100,9 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	}
 	switch mode % 4 {
 	case 1:
+		if ins[0].ID%3 == 0 {
+			return nil, (*pointerErr)(nil) // its Unwrap panics
+		}
 		return nil, errFuzzCall
 	case 2:
 		panic("fuzz panic")
