@@ -186,8 +186,15 @@ func runState(t *testing.T, data []byte) {
 			rank := int64(r.next() % 3)
 			at := now.Add(-time.Duration(r.next()%3) * time.Millisecond)
 			e := len(entries)
-			got, tk := s.admit(key, weight, rank, at, now, e)
-			want := m.admit(key, weight, rank, at, now, e)
+			var got, want outcome
+			var tk ticket
+			if op == 2 { // a Submit's or DoMany's input: it never claims
+				got, tk = s.join(key, weight, rank, at, now, e)
+				want = m.join(key, weight, rank, at, now, e)
+			} else {
+				got, tk = s.admit(key, weight, rank, at, now, e)
+				want = m.admit(key, weight, rank, at, now, e)
+			}
 			entries = append(entries, fuzzEntry{key, tk, weight, rank})
 			what = fmt.Sprintf("admit(%s w=%d r=%d at=%v) = %d", key, weight, rank, at.Sub(t0), got)
 			if got != want {
@@ -253,6 +260,15 @@ func runState(t *testing.T, data []byte) {
 				s.flush()
 				m.flush()
 				what = "flush"
+			case 2, 3:
+				s.hurry()
+				m.hurry()
+				what = "hurry"
+			case 4, 5: // a DoMany: all of its inputs or none
+				var err error
+				if what, err = manyStep(r, s, m, &entries, keys, now); err != nil {
+					t.Fatalf("step %d: %v", step, err)
+				}
 			default:
 				continue
 			}
@@ -271,6 +287,39 @@ func runState(t *testing.T, data []byte) {
 			t.Fatalf("step %d after %s: earliest %v %v, model %v %v", step, what, gt, gok, mt, mok)
 		}
 	}
+}
+
+// manyStep admits 1 to 4 inputs in one step, as DoMany does: room for them
+// all, then each joins its lane in slice order.
+func manyStep(r *bytes, s *state[string, int], m *model, entries *[]fuzzEntry, keys []string, now time.Time) (string, error) {
+	n := 1 + r.next()%4
+	ins := make([]mitem, n)
+	ks := make([]string, n)
+	var total, heaviest int64
+	for i := range ins {
+		ks[i] = keys[r.next()%len(keys)]
+		ins[i] = mitem{entry: len(*entries) + i, rank: r.next() % 3, at: now, weight: small(r.next(), 6)}
+		heaviest = max(heaviest, ins[i].weight)
+		if total >= 0 && ins[i].weight <= math.MaxInt64-total {
+			total += ins[i].weight
+		} else {
+			total = -1 // the sum passes MaxInt64: DoMany's marker
+		}
+	}
+	got := s.room(n, total, heaviest)
+	want := m.many(ins, ks, now)
+	for i, it := range ins {
+		var tk ticket
+		if got == admitted {
+			tk = s.enter(ks[i], it.weight, int64(it.rank), it.at, now, it.entry)
+		}
+		*entries = append(*entries, fuzzEntry{ks[i], tk, it.weight, int64(it.rank)})
+	}
+	what := fmt.Sprintf("many(%v %v) = %d", ks, ins, got)
+	if got != want {
+		return what, fmt.Errorf("%s, model says %d", what, want)
+	}
+	return what, nil
 }
 
 type fuzzEntry struct {

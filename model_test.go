@@ -22,6 +22,7 @@ type model struct {
 	aseq     int // arrival order
 	closed   bool
 	flushing bool
+	hurried  int // inputs that arrived before this are due: see hurry
 }
 
 type mitem struct {
@@ -100,6 +101,9 @@ func (m *model) full(l *mlane) bool {
 func (m *model) deadline(l *mlane) time.Time {
 	oldest := l.items[0].at
 	for _, it := range l.items {
+		if it.arrival < m.hurried {
+			return time.Time{} // due since a hurry: before any now
+		}
 		if it.at.Before(oldest) {
 			oldest = it.at
 		}
@@ -140,15 +144,52 @@ func (m *model) admit(key string, weight, rank int64, at, now time.Time, e int) 
 	if weight > orMax(m.lim.queuedWeight) {
 		return rejectedHeavy
 	}
-	l := m.lane(key)
-	if l == nil && m.lim.direct && m.lim.delay == 0 {
+	if m.lane(key) == nil && m.lim.direct && m.lim.delay == 0 {
 		m.lanes = append(m.lanes, &mlane{key: key, busy: true})
 		m.busy++
 		return claimed
 	}
+	return m.join(key, weight, rank, at, now, e)
+}
+
+// join is admit without a claim.
+func (m *model) join(key string, weight, rank int64, at, now time.Time, e int) outcome {
+	if m.closed || m.flushing {
+		return refused
+	}
+	if weight > orMax(m.lim.queuedWeight) {
+		return rejectedHeavy
+	}
 	if m.queued >= m.lim.queued || bigSum(m.weight, weight).Cmp(big.NewInt(orMax(m.lim.queuedWeight))) > 0 {
 		return rejectedFull
 	}
+	m.enter(key, weight, rank, at, now, e)
+	return admitted
+}
+
+// many admits all of ins or none: refused, rejectedHeavy if one input or
+// their exact sum is heavier than the room, rejectedFull if they do not fit.
+func (m *model) many(ins []mitem, keys []string, now time.Time) outcome {
+	ws := make([]int64, len(ins))
+	for i, it := range ins {
+		ws[i] = it.weight
+	}
+	switch room := big.NewInt(orMax(m.lim.queuedWeight)); {
+	case m.closed || m.flushing:
+		return refused
+	case slices.Max(ws) > room.Int64() || bigSum(ws...).Cmp(big.NewInt(math.MaxInt64)) > 0:
+		return rejectedHeavy
+	case m.queued+len(ins) > m.lim.queued || bigSum(append(ws, m.weight)...).Cmp(room) > 0:
+		return rejectedFull
+	}
+	for i, it := range ins {
+		m.enter(keys[i], it.weight, int64(it.rank), it.at, now, it.entry)
+	}
+	return admitted
+}
+
+func (m *model) enter(key string, weight, rank int64, at, now time.Time, e int) {
+	l := m.lane(key)
 	it := mitem{entry: e, rank: int(rank), arrival: m.aseq, at: at, weight: weight}
 	m.aseq++
 	m.queued++
@@ -174,7 +215,6 @@ func (m *model) admit(key string, weight, rank int64, at, now time.Time, e int) 
 	case l.waiting:
 		l.due = m.deadline(l)
 	}
-	return admitted
 }
 
 func (m *model) promote(now time.Time) {
@@ -273,6 +313,13 @@ func (m *model) drain() []int {
 func (m *model) flush() {
 	m.flushing = true
 	m.promote(time.Unix(1<<40, 0)) // every waiting lane, in deadline order
+}
+
+// hurry: every input waiting now is due now, and stays due when its lane
+// is placed again.
+func (m *model) hurry() {
+	m.hurried = m.aseq
+	m.promote(time.Unix(1<<40, 0))
 }
 
 func (m *model) earliest() (time.Time, bool) {

@@ -135,6 +135,7 @@ type state[K comparable, E any] struct {
 	seq      uint64 // last sequence handed out, for items and refs
 	closed   bool   // drained: nothing is admitted again
 	flushing bool   // flushed: nothing is admitted again, every lane is due
+	hurried  uint64 // inputs with a seq up to this are due: see hurry
 	peak     int    // most lanes since the map was last rebuilt; see shrink
 
 	free      []*lane[K, E]
@@ -186,33 +187,55 @@ func (s *state[K, E]) dueAt(at int64) int64 {
 }
 
 // admit takes one input, submitted at at, into the room at now, as one step:
-// a closed room refuses it; an input heavier than the room is rejected; with
-// direct calls on, zero delay and no lane for the key, the key is claimed
-// (busy, no items) and the caller makes the call; else the input joins its
-// lane if the room has space for it. weight must not be negative.
+// with direct calls on, zero delay and no lane for the key, the key is claimed
+// (busy, no items) and the caller makes the call, unless the room is closed or
+// the input heavier than the room; else it is join. weight must not be negative.
 func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Time, e E) (outcome, ticket) {
-	switch {
-	case s.closed || s.flushing:
-		return refused, ticket{}
-	case weight > s.lim.queuedWeight:
-		return rejectedHeavy, ticket{}
-	}
-	l := s.lanes[key]
-	if l == nil && s.lim.direct && s.lim.delay == 0 {
+	if s.lim.direct && s.lim.delay == 0 && s.lanes[key] == nil {
+		if o := s.room(0, 0, weight); o != admitted {
+			return o, ticket{}
+		}
 		s.claim(key)
 		return claimed, ticket{}
 	}
-	if s.queued >= s.lim.queued || weight > s.lim.queuedWeight-s.weight {
-		return rejectedFull, ticket{}
+	return s.join(key, weight, rank, at, now, e)
+}
+
+// join takes one input into its lane if the room has space for it; it never
+// claims the key.
+func (s *state[K, E]) join(key K, weight, rank int64, at, now time.Time, e E) (outcome, ticket) {
+	if o := s.room(1, weight, weight); o != admitted {
+		return o, ticket{}
 	}
+	return admitted, s.enter(key, weight, rank, at, now, e)
+}
+
+// room reports whether n inputs weighing total together, the heaviest
+// heaviest, may all join now: admitted, or why not. A total < 0 stands for a
+// sum that passes MaxInt64, heavier than any room. Weights must not be negative.
+func (s *state[K, E]) room(n int, total, heaviest int64) outcome {
+	switch {
+	case s.closed || s.flushing:
+		return refused
+	case heaviest > s.lim.queuedWeight || total < 0:
+		return rejectedHeavy
+	case n > s.lim.queued-s.queued || total > s.lim.queuedWeight-s.weight:
+		return rejectedFull
+	}
+	return admitted
+}
+
+// enter puts an input that room let in into its lane, and returns its ticket.
+func (s *state[K, E]) enter(key K, weight, rank int64, at, now time.Time, e E) ticket {
 	it := item[E]{rank: rank, seq: s.next(), at: s.nsIf(at), weight: weight, entry: e}
 	s.queued++
 	s.weight += weight
+	l := s.lanes[key]
 	if l == nil {
 		l = s.newLane(key)
 		s.insert(l, it)
 		s.place(l, s.nsIf(now))
-		return admitted, ticket{rank, it.seq}
+		return ticket{rank, it.seq}
 	}
 	s.insert(l, it)
 	if l.phase == phaseWaiting {
@@ -226,7 +249,7 @@ func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Time, e E) (
 			s.rekey(l, d) // the new input is older than the oldest
 		}
 	}
-	return admitted, ticket{rank, it.seq}
+	return ticket{rank, it.seq}
 }
 
 // claim makes key a busy lane with no items: its caller makes a direct call.
@@ -355,6 +378,18 @@ func (s *state[K, E]) flush() {
 	}
 }
 
+// hurry makes every input waiting now due now, without closing the room:
+// waiting lanes join the ready line, and a lane that holds any of these
+// inputs is ready whenever it is placed again. Later inputs keep their own
+// deadlines.
+func (s *state[K, E]) hurry() {
+	s.hurried = s.seq
+	for s.waiting.Len() > 0 {
+		r, _ := s.waiting.DeleteMin()
+		s.pushReady(r.l)
+	}
+}
+
 // promote moves every waiting lane whose deadline is at or before now to the
 // back of the ready line, in deadline order, ties in the order they started
 // waiting.
@@ -403,11 +438,15 @@ func (s *state[K, E]) full(l *lane[K, E]) bool {
 	return l.items.len() >= s.lim.batchSize || s.lim.batchWeight > 0 && l.weight >= s.lim.batchWeight
 }
 
-// deadline is the oldest waiting input's submission time plus the delay. It
-// scans the lane, so it is called on partial lanes only: fewer than batchSize.
+// deadline is the oldest waiting input's submission time plus the delay, or
+// MinInt64 if hurry made one of its inputs due. It scans the lane, so it is
+// called on partial lanes only: fewer than batchSize.
 func (s *state[K, E]) deadline(l *lane[K, E]) int64 {
-	oldest := l.items.min().at
-	l.items.each(func(it item[E]) { oldest = min(oldest, it.at) })
+	oldest, first := l.items.min().at, l.items.min().seq
+	l.items.each(func(it item[E]) { oldest, first = min(oldest, it.at), min(first, it.seq) })
+	if first <= s.hurried {
+		return math.MinInt64
+	}
 	return s.dueAt(oldest)
 }
 

@@ -457,6 +457,54 @@ func TestFlush(t *testing.T) {
 	assert.Empty(t, c.drain(nil))
 }
 
+func TestHurry(t *testing.T) {
+	c := newCore(t, limits{batchSize: 3, delay: time.Hour})
+	b0 := c.add("b", ms(2))
+	a0 := c.add("a", ms(1))
+	c0 := c.add("c", t0.Add(-time.Hour))
+	c.takes(t0, "c", c0) // c busy before the hurry: its later input waits behind it
+	c1 := c.add("c", t0)
+	c.hurry()
+	require.NoError(t, checkState(c.state))
+	a1 := c.add("a", ms(3)) // admitted after: the lane is ready already
+	d0 := c.add("d", ms(3)) // a new lane keeps its own deadline
+	at, ok := c.earliest()
+	require.True(t, ok)
+	assert.Equal(t, ms(3).Add(time.Hour), at)
+	c.takes(ms(3), "a", a0, a1) // in deadline order
+	c.takes(ms(3), "b", b0)
+	c.none(ms(3))
+	c.rel("c", ms(3))
+	c.takes(ms(3), "c", c1) // placed again after the hurry: still due
+	c.none(ms(4))
+	c.takes(ms(3).Add(time.Hour), "d", d0)
+
+	// A ready lane hurried and then left partial by a drop stays ready.
+	c = newCore(t, limits{batchSize: 2, delay: time.Hour})
+	e0 := c.add("e", t0)
+	_, _, tk := c.in("e", 1, 0, t0)
+	c.hurry()
+	_, ok = c.drop("e", tk, t0)
+	require.True(t, ok)
+	require.NoError(t, checkState(c.state))
+	c.takes(t0, "e", e0)
+}
+
+func TestRoom(t *testing.T) {
+	c := newCore(t, limits{queued: 3, queuedWeight: 10, direct: true})
+	assert.Equal(t, admitted, c.room(3, 10, 4))
+	assert.Equal(t, rejectedFull, c.room(4, 4, 1), "more inputs than the room")
+	assert.Equal(t, rejectedFull, c.room(2, 11, 6), "heavier together than the room")
+	assert.Equal(t, rejectedHeavy, c.room(2, 11, 11), "one input heavier than the room")
+	assert.Equal(t, rejectedHeavy, c.room(2, -1, 1), "a total past MaxInt64")
+	o, _ := c.join("k", 6, 0, t0, t0, 0) // join never claims, even an idle key with direct calls on
+	require.Equal(t, admitted, o)
+	assert.Equal(t, rejectedFull, c.room(1, 5, 5))
+	assert.Equal(t, admitted, c.room(2, 4, 2))
+	c.flush()
+	assert.Equal(t, refused, c.room(1, 1, 1))
+}
+
 func TestReleaseNotBusyPanics(t *testing.T) {
 	c := newCore(t, limits{delay: time.Second})
 	assert.PanicsWithValue(t, `ferry: release of a key of type string that has no call in flight`, func() { c.release("a", t0) })
