@@ -20,17 +20,22 @@ var errGoexit = errors.New("ferry: call ran runtime.Goexit")
 // and a new goroutine takes the worker's place.
 func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
 	var (
-		ins     []I // reused: a Call must not keep its inputs
+		ins     []I   // reused: a Call must not keep its inputs
+		subs    []int // reused: the Submits of a batch
 		j       job[K, I, O]
 		running bool // a Call is running: neither returned nor panicked
 	)
 	defer func() {
 		if running {
-			f.finish(id, j, ins, nil, nil, errGoexit)
+			f.finish(id, j, ins, nil, nil, errGoexit, subs[:0])
 			go f.work(id, jobs)
 		}
 	}()
 	for j = range jobs {
+		if len(j.batch) == 0 { // a Flush's ping: every batch before it is answered
+			f.inc <- msg[K, I, O]{op: opAnswered, worker: int32(id)}
+			continue
+		}
 		ins = ins[:0]
 		for _, w := range j.batch {
 			ins = append(ins, w.in[0])
@@ -38,20 +43,81 @@ func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
 		running = true
 		outs, errs, all := f.run(f.ctx, j.key, ins)
 		running = false
-		f.finish(id, j, ins, outs, errs, all)
+		subs = f.finish(id, j, ins, outs, errs, all, subs[:0])
 	}
 	f.inc <- msg[K, I, O]{op: opExit}
 }
 
 // finish releases j's key, then answers its callers, so that their next Do
-// comes after the release.
-func (f *Ferry[K, I, O]) finish(id int, j job[K, I, O], ins []I, outs []O, errs Errors, all error) {
+// comes after the release: first the Do and DoMany callers, then the Submits'
+// done, in batch order. It returns subs, the buffer it used for the Submits.
+func (f *Ferry[K, I, O]) finish(id int, j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int) []int {
 	f.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)}
-	for i, w := range j.batch {
-		w.c <- pick(outs, errs, all, i)
+	subs = reply(j.batch, outs, errs, all, subs)
+	for _, i := range subs {
+		f.notify(j.batch[i], pick(outs, errs, all, i))
+	}
+	if j.ack {
+		f.inc <- msg[K, I, O]{op: opAnswered, worker: int32(id)}
 	}
 	clear(ins) // after the answers: outs may be ins
 	clear(j.batch)
+	return subs
+}
+
+// reply answers the inputs ws with a call's verdict, except Submits, whose
+// indexes it appends to subs and returns: a Do on its channel, a DoMany by
+// index in its group and one count on the group's channel per run of its
+// inputs. After that count the group is its caller's: it is not touched again.
+func reply[K comparable, I, O any](ws []*waiter[K, I, O], outs []O, errs Errors, all error, subs []int) []int {
+	var g *group[K, I, O]
+	n := 0
+	for i, w := range ws {
+		if w.g != g && n > 0 {
+			g.c <- n
+			n = 0
+		}
+		switch g = w.g; {
+		case g != nil:
+			r := pick(outs, errs, all, i)
+			g.outs[w.i], g.errs[w.i] = r.out, r.err
+			n++
+		case w.done != nil:
+			subs = append(subs, i)
+		default:
+			w.c <- pick(outs, errs, all, i)
+		}
+	}
+	if n > 0 {
+		g.c <- n
+	}
+	return subs
+}
+
+// notify calls a Submit's done with r. A panic in done is recovered and
+// counted in Stats.DonePanics. w goes back to the pool unless its ctx's
+// watcher has started, which still holds it.
+func (f *Ferry[K, I, O]) notify(w *waiter[K, I, O], r result[O]) {
+	mine := w.stop == nil || w.stop()
+	done := w.done
+	if mine {
+		f.put(w)
+	}
+	defer func() {
+		if recover() != nil {
+			f.inc <- msg[K, I, O]{op: opPanicked}
+		}
+	}()
+	done(r.out, r.err)
+}
+
+// notifyAll calls the done of the Submits ws with err, for the loop, which
+// waits for it.
+func (f *Ferry[K, I, O]) notifyAll(ws []*waiter[K, I, O], err error) {
+	for _, w := range ws {
+		f.notify(w, result[O]{err: err})
+	}
+	f.inc <- msg[K, I, O]{op: opNotified}
 }
 
 // direct makes the call for a claimed key on the caller's goroutine. Its

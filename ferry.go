@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -56,8 +57,9 @@ type Stats struct {
 	Lanes  int   // keys with inputs waiting or a call in flight
 	// Since New: inputs that joined the waiting room, inputs rejected for
 	// room (ErrRejected), admitted inputs dropped because their caller gave
-	// up, batched calls started, and keys claimed for a direct call.
-	Admitted, Rejected, Dropped, Batches, DirectCalls uint64
+	// up, batched calls started, keys claimed for a direct call, and Submits'
+	// done callbacks that panicked (the panic is recovered and dropped).
+	Admitted, Rejected, Dropped, Batches, DirectCalls, DonePanics uint64
 }
 
 // Errors lets a Call fail some inputs and not others: return it as the error, one entry per input;
@@ -134,6 +136,7 @@ type Ferry[K comparable, I, O any] struct {
 	rank   func(I) int64
 	lim    limits
 	pool   sync.Pool // of *waiter whose reply channel is empty and will stay so
+	groups sync.Pool // of *group that no one else holds
 
 	ctx    context.Context // of batched calls; cancelled with ErrClosed on close
 	cancel context.CancelCauseFunc
@@ -212,22 +215,9 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 		return zero, ctxErr(ctx)
 	}
 	w := f.pool.Get().(*waiter[K, I, O])
-	w.in[0], w.key, w.weight, w.rank = in, f.key(in), 1, 0
-	if f.check {
-		if err := badKey(w.key); err != nil {
-			f.put(w)
-			return zero, err
-		}
-	}
-	if f.weight != nil {
-		if w.weight = f.weight(in); w.weight < 0 {
-			err := fmt.Errorf("ferry: negative weight %d", w.weight)
-			f.put(w)
-			return zero, err
-		}
-	}
-	if f.rank != nil {
-		w.rank = f.rank(in)
+	if err := f.prepare(w, in); err != nil {
+		f.put(w)
+		return zero, err
 	}
 	if f.lim.delay > 0 {
 		w.at = time.Now() // the submission time, as the design says: before the loop sees it
@@ -266,6 +256,283 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 	case <-done:
 		f.abandon(w)
 		return zero, ctxErr(ctx)
+	}
+}
+
+// prepare fills in w's input, key, weight and rank, and refuses a key that no
+// lane can hold or a negative weight.
+func (f *Ferry[K, I, O]) prepare(w *waiter[K, I, O], in I) error {
+	w.in[0], w.key, w.weight, w.rank = in, f.key(in), 1, 0
+	if f.check {
+		if err := badKey(w.key); err != nil {
+			return err
+		}
+	}
+	if f.weight != nil {
+		if w.weight = f.weight(in); w.weight < 0 {
+			return fmt.Errorf("ferry: negative weight %d", w.weight)
+		}
+	}
+	if f.rank != nil {
+		w.rank = f.rank(in)
+	}
+	return nil
+}
+
+// send delivers m to the loop, or reports false once the ferry has ended. A
+// message sent as it ends may be read by no one: wait for its reply with done
+// in view, as Do explains.
+func (f *Ferry[K, I, O]) send(m msg[K, I, O]) bool {
+	select {
+	case f.inc <- m:
+		return true
+	default:
+	}
+	select {
+	case f.inc <- m:
+		return true
+	case <-f.done:
+		return false
+	}
+}
+
+// Submit admits in and returns at once, without waiting for its output: nil when admitted,
+// else the error Do would give at admission (ErrRejected, ErrClosed, a negative weight, ctx's
+// error). Once admitted, done (if not nil) is called exactly once, never on the loop goroutine:
+// with the output or error after the input's call returns; with ErrClosed if the ferry closes
+// first; with ctx's error if ctx ends before the input is taken (the input is then dropped).
+//
+// Submit never makes a direct call. done runs on the worker that ran the call, after the
+// batch's Do and DoMany callers are answered, so a slow done holds its worker; on a goroutine
+// of the ferry that Close waits for at close; and on ctx's context.AfterFunc goroutine for ctx's
+// error. A panic in done is recovered and counted in Stats.DonePanics; done must not call
+// runtime.Goexit. Watching ctx costs one AfterFunc, and nothing if ctx.Done() is nil.
+func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) error {
+	if ctx.Err() != nil {
+		return ctxErr(ctx)
+	}
+	w := f.pool.Get().(*waiter[K, I, O])
+	if err := f.prepare(w, in); err != nil {
+		f.put(w)
+		return err
+	}
+	if w.done = done; done == nil {
+		w.done = ignore[O]
+	}
+	if f.lim.delay > 0 {
+		w.at = time.Now()
+	}
+	if ctx.Done() != nil { // before the admission, so that the loop and workers see stop
+		w.stop = context.AfterFunc(ctx, func() { f.withdraw(ctx, w) })
+	}
+	c, stop := w.c, w.stop // once admitted, w is its worker's, which may pool it
+	if !f.send(msg[K, I, O]{op: opAdmit, w: w}) {
+		f.unsubmit(w)
+		return ErrClosed
+	}
+	var r result[O]
+	select { // as in Do
+	case <-f.done:
+		select {
+		case r = <-c:
+		default:
+			if stop != nil {
+				stop()
+			}
+			return ErrClosed
+		}
+	default:
+		r = <-c
+	}
+	switch r.err {
+	case errAdmitted:
+		return nil
+	case errWithdrawn: // ctx ended as it was submitted; its watcher still holds w
+		return ctxErr(ctx)
+	}
+	f.unsubmit(w)
+	return r.err
+}
+
+// ignore is the done of a Submit that passed none.
+func ignore[O any](O, error) {}
+
+// unsubmit stops watching a Submit's ctx whose input was not admitted, and
+// pools w unless the watcher has started, which still holds it.
+func (f *Ferry[K, I, O]) unsubmit(w *waiter[K, I, O]) {
+	if w.stop == nil || w.stop() {
+		f.put(w)
+	}
+}
+
+// withdraw runs when a Submit's ctx ends: it drops the input if it still
+// waits, and then calls done with ctx's error and tells the loop, which waits
+// for that. If the input was taken, or the ferry closed first, done is called
+// by what holds it.
+func (f *Ferry[K, I, O]) withdraw(ctx context.Context, w *waiter[K, I, O]) {
+	w.drop = make(chan result[O], 1)
+	if !f.send(msg[K, I, O]{op: opDrop, w: w}) {
+		return
+	}
+	select {
+	case r := <-w.drop:
+		if r.err != errDropped {
+			return
+		}
+	case <-f.done:
+		return
+	}
+	f.notify(w, result[O]{err: ctxErr(ctx)})
+	f.inc <- msg[K, I, O]{op: opNotified, w: w}
+}
+
+// DoMany submits ins in one admission and waits for all their outputs, in order. If the room
+// cannot hold them all, none is admitted and it returns ErrRejected. If ctx ends first it returns
+// ctx's error at once, and the inputs not yet taken are dropped. Otherwise the error is nil when
+// every input succeeded, or an Errors with one entry per input when any failed.
+//
+// An empty ins gives (empty, nil) at once; more inputs than MaxQueued, or weights that sum past
+// MaxInt64, are ErrRejected; a negative weight or a bad key in any input refuses them all. The
+// inputs of one key join its lane in slice order, and never make a direct call. Beside an
+// Errors, the outputs of the inputs that succeeded are filled in.
+func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
+	if len(ins) == 0 {
+		return []O{}, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctxErr(ctx)
+	}
+	g := f.group(len(ins))
+	var at time.Time
+	if f.lim.delay > 0 {
+		at = time.Now()
+	}
+	for i, in := range ins {
+		w := &g.ws[i]
+		if err := f.prepare(w, in); err != nil {
+			f.putGroup(g)
+			return nil, fmt.Errorf("%w (input %d)", err, i)
+		}
+		w.at, w.g, w.i = at, g, i
+		g.heaviest = max(g.heaviest, w.weight)
+		if g.total < 0 || w.weight > math.MaxInt64-g.total {
+			g.total = -1
+		} else {
+			g.total += w.weight
+		}
+	}
+	g.outs = make([]O, len(ins))
+	if !f.send(msg[K, I, O]{op: opAdmitMany, w: &g.ws[0]}) {
+		f.putGroup(g)
+		return nil, ErrClosed
+	}
+	select { // as in Do
+	case <-f.done:
+		select {
+		case <-g.c:
+		default:
+			return nil, ErrClosed
+		}
+	default:
+		<-g.c
+	}
+	if err := g.err; err != nil {
+		f.putGroup(g)
+		return nil, err
+	}
+	done := ctx.Done()
+	for got := 0; got < len(ins); {
+		select {
+		case n := <-g.c:
+			got += n
+		case <-done:
+			return nil, f.abandonMany(ctx, g, got)
+		}
+	}
+	outs := g.outs
+	var errs Errors
+	for i, err := range g.errs {
+		if err != nil {
+			if errs == nil {
+				errs = make(Errors, len(ins))
+			}
+			errs[i] = err
+		}
+	}
+	f.putGroup(g)
+	if errs != nil {
+		return outs, errs
+	}
+	return outs, nil
+}
+
+// abandonMany drops the inputs of g that still wait, for a DoMany whose ctx
+// ended with got answers in, and returns ctx's error. g goes back to the pool
+// only if nothing can answer into it any more.
+func (f *Ferry[K, I, O]) abandonMany(ctx context.Context, g *group[K, I, O], got int) error {
+	err := ctxErr(ctx)
+	if !f.send(msg[K, I, O]{op: opDropMany, w: &g.ws[0]}) {
+		return err
+	}
+	for {
+		select {
+		case n := <-g.c:
+			if n > 0 {
+				got += n
+				continue
+			}
+			if got+g.dropped == len(g.ws) {
+				f.putGroup(g)
+			}
+			return err
+		case <-f.done:
+			return err
+		}
+	}
+}
+
+// group returns a group for n inputs, from the pool if one is big enough.
+func (f *Ferry[K, I, O]) group(n int) *group[K, I, O] {
+	if g, _ := f.groups.Get().(*group[K, I, O]); g != nil && cap(g.ws) >= n {
+		g.ws, g.errs = g.ws[:n], g.errs[:n]
+		return g
+	}
+	return &group[K, I, O]{ws: make([]waiter[K, I, O], n), errs: make([]error, n), c: make(chan int, n+2)}
+}
+
+func (f *Ferry[K, I, O]) putGroup(g *group[K, I, O]) {
+	clear(g.ws)
+	clear(g.errs)
+	g.outs, g.err, g.total, g.heaviest, g.dropped = nil, nil, 0, 0, 0
+	f.groups.Put(g)
+}
+
+// Flush makes every waiting input due now, without closing the ferry, and blocks until every
+// input admitted before Flush was called has been answered, or ctx ends (then ctx's error).
+//
+// Answered includes a Submit's done having returned, and the direct calls in flight when Flush
+// is called are waited for too. Inputs admitted after it keep their own deadlines. It returns
+// ErrClosed on a closed ferry, or if the ferry closes first; from inside a Call, an error.
+func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
+	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
+		return errFlushInCall
+	}
+	c := make(chan error, 1)
+	if !f.send(msg[K, I, O]{op: opFlush, cancel: func(err error) { c <- err }}) {
+		return ErrClosed
+	}
+	select {
+	case err := <-c:
+		return err
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	case <-f.done:
+		select {
+		case err := <-c:
+			return err
+		default:
+			return ErrClosed
+		}
 	}
 }
 
@@ -313,7 +580,10 @@ func (f *Ferry[K, I, O]) put(w *waiter[K, I, O]) {
 // callKey is the context key under which a batched call's context holds its ferry.
 type callKey struct{}
 
-var errShutdownInCall = errors.New("ferry: Shutdown from inside a Call would wait for that call")
+var (
+	errShutdownInCall = errors.New("ferry: Shutdown from inside a Call would wait for that call")
+	errFlushInCall    = errors.New("ferry: Flush from inside a Call would wait for that call")
+)
 
 // mayBeBadKey reports whether a value of type t may be unequal to itself (a
 // NaN) or panic when compared (an interface holding a slice, map or func).

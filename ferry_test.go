@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"testing"
@@ -696,5 +697,397 @@ func TestShutdownAfterClose(t *testing.T) {
 		require.NoError(t, h.f.Close())
 		assert.NoError(t, h.f.Shutdown(context.Background()))
 		assert.Equal(t, Stats{}, h.f.Stats())
+	})
+}
+
+// submitted is what one Submit's done received, and where it ran.
+type submitted struct {
+	out    int
+	err    error
+	onLoop string
+}
+
+// submit calls Submit with a done that records its answer on the channel,
+// which is buffered so that done never blocks.
+func (h *harness) submit(ctx context.Context, x in) (chan submitted, error) {
+	c := make(chan submitted, 2)
+	err := h.f.Submit(ctx, x, func(out int, err error) { c <- submitted{out, err, onLoop()} })
+	return c, err
+}
+
+// once requires that c has exactly one answer now, and returns it.
+func once(t *testing.T, c chan submitted) submitted {
+	t.Helper()
+	require.Len(t, c, 1, "done called once")
+	s := <-c
+	assert.Empty(t, s.onLoop, "done ran on the loop")
+	return s
+}
+
+func TestSubmit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second, MaxBatchSize: 2, DirectCalls: true}, false)
+		defer h.f.Close()
+		start := time.Now()
+		a, err := h.submit(context.Background(), in{Key: "a", ID: 1})
+		require.NoError(t, err)
+		assert.Equal(t, start, time.Now(), "Submit returns at once")
+		advance(time.Second - 1)
+		assert.Empty(t, a, "the input waits for its deadline")
+		advance(1)
+		assert.Equal(t, submitted{out: 10}, once(t, a))
+		assert.Equal(t, []called{{"a", []int{1}, time.Second}}, h.seen())
+		synctest.Wait()
+		assert.Empty(t, a, "and only once")
+		require.NoError(t, h.f.Submit(context.Background(), in{Key: "b", ID: 2}, nil), "done may be nil")
+		advance(time.Second)
+		assert.Equal(t, Stats{Admitted: 2, Batches: 2}, h.f.Stats())
+	})
+}
+
+func TestSubmitNeverMakesADirectCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ctxs []context.Context
+		f, err := New(func(ctx context.Context, _ string, ins []in) ([]int, error) {
+			ctxs = append(ctxs, ctx)
+			return make([]int, len(ins)), nil
+		}, Config[string, in]{Key: inCfg.Key, DirectCalls: true, MaxInFlightBatches: 1})
+		require.NoError(t, err)
+		defer f.Close()
+		done := make(chan error, 1)
+		require.NoError(t, f.Submit(context.Background(), in{Key: "a"}, func(_ int, err error) { done <- err }))
+		synctest.Wait()
+		require.NoError(t, <-done)
+		require.Len(t, ctxs, 1)
+		assert.Equal(t, f, ctxs[0].Value(callKey{}), "a batched call, on a worker")
+		assert.Equal(t, Stats{Admitted: 1, Batches: 1}, f.Stats())
+	})
+}
+
+func TestSubmitRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second, MaxQueued: 1}, false)
+		_, err := h.submit(context.Background(), in{Key: "a", ID: 1})
+		require.NoError(t, err)
+		b, err := h.submit(context.Background(), in{Key: "b", ID: 2})
+		assert.ErrorIs(t, err, ErrRejected)
+		assert.ErrorContains(t, err, "MaxQueued")
+		_, err = h.submit(context.Background(), in{Key: "b", W: -1})
+		assert.ErrorContains(t, err, "negative weight -1")
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err = h.submit(ctx, in{Key: "b"})
+		assert.ErrorIs(t, err, context.Canceled)
+		require.NoError(t, h.f.Close())
+		_, err = h.submit(context.Background(), in{Key: "b"})
+		assert.ErrorIs(t, err, ErrClosed)
+		synctest.Wait()
+		assert.Empty(t, b, "no done for what was not admitted")
+		assert.Equal(t, Stats{Admitted: 1, Rejected: 1}, h.f.Stats())
+	})
+}
+
+func TestSubmitContextEndsBeforeTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour, MaxBatchSize: 3}, false)
+		defer h.f.Close()
+		ctx, cancel := context.WithCancelCause(context.Background())
+		a, err := h.submit(ctx, in{Key: "a", ID: 1})
+		require.NoError(t, err)
+		b, err := h.submit(context.Background(), in{Key: "a", ID: 2})
+		require.NoError(t, err)
+		advance(time.Minute)
+		start := time.Now()
+		cause := errors.New("client went away")
+		cancel(cause)
+		synctest.Wait()
+		s := once(t, a)
+		assert.ErrorIs(t, s.err, context.Canceled)
+		assert.ErrorIs(t, s.err, cause)
+		assert.Equal(t, start, time.Now(), "at once, not at the deadline")
+		assert.Equal(t, Stats{Queued: 1, Weight: 0, Lanes: 1, Admitted: 2, Dropped: 1}, h.f.Stats())
+		advance(time.Hour)
+		assert.Equal(t, submitted{out: 20}, once(t, b))
+		assert.Equal(t, [][]int{{2}}, ids(h.seen()), "the dropped input never reached a call")
+	})
+}
+
+func TestSubmitContextEndsAfterTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{}, true)
+		defer h.f.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		a, err := h.submit(ctx, in{Key: "a", ID: 1})
+		require.NoError(t, err)
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		assert.Empty(t, a, "taken: its call's answer comes")
+		h.hold <- struct{}{}
+		synctest.Wait()
+		assert.Equal(t, submitted{out: 10}, once(t, a))
+		assert.Equal(t, Stats{Admitted: 1, Batches: 1}, h.f.Stats())
+	})
+}
+
+func TestSubmitDonePanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		require.NoError(t, h.f.Submit(ctx, in{Key: "a", ID: 1}, func(int, error) { panic("done panics") }))
+		b, err := h.submit(ctx, in{Key: "a", ID: 2})
+		require.NoError(t, err)
+		c := h.do(ctx, in{Key: "a", ID: 3})
+		advance(time.Second)
+		assert.Equal(t, submitted{out: 20}, once(t, b), "the rest of the batch is answered")
+		assert.Equal(t, answer{30, nil}, got(t, c))
+		assert.Equal(t, uint64(1), h.f.Stats().DonePanics)
+		d := h.do(ctx, in{Key: "a", ID: 4}) // the worker is still there
+		advance(time.Second)
+		assert.Equal(t, answer{40, nil}, got(t, d))
+	})
+}
+
+func TestSubmitCloseAndShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour}, false)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		a, err := h.submit(ctx, in{Key: "a", ID: 1})
+		require.NoError(t, err)
+		require.NoError(t, h.f.Close())
+		assert.Equal(t, submitted{err: ErrClosed}, once(t, a), "before Close returns")
+		cancel()
+		synctest.Wait()
+		assert.Empty(t, a)
+
+		h = newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour}, false)
+		a, err = h.submit(context.Background(), in{Key: "a", ID: 1})
+		require.NoError(t, err)
+		require.NoError(t, h.f.Shutdown(context.Background()))
+		assert.Equal(t, submitted{out: 10}, once(t, a), "Shutdown runs what was submitted")
+	})
+}
+
+func TestDoMany(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchSize: 4, MaxBatchDelay: time.Second, DirectCalls: true}, false)
+		defer h.f.Close()
+		var ins []in
+		for i := range 8 {
+			ins = append(ins, in{Key: string(rune('a' + i%2)), ID: i, R: int64(i % 4 / 2)})
+		}
+		outs, err := h.f.DoMany(context.Background(), ins)
+		require.NoError(t, err)
+		assert.Equal(t, []int{0, 10, 20, 30, 40, 50, 60, 70}, outs, "in order")
+		// a: 0, 2 (rank 0), 4, 6 (rank 0, 1, 0, 1 by i%4/2): 0 4 then 2 6.
+		assert.ElementsMatch(t, [][]int{{0, 4, 2, 6}, {1, 5, 3, 7}}, ids(h.seen()),
+			"full lanes go at once, in rank order, ties in slice order")
+		assert.Equal(t, Stats{Admitted: 8, Batches: 2}, h.f.Stats(), "no direct call")
+
+		outs, err = h.f.DoMany(context.Background(), nil)
+		assert.NoError(t, err)
+		assert.NotNil(t, outs)
+		assert.Empty(t, outs)
+	})
+}
+
+func TestDoManyIsAllOrNone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second, MaxQueued: 4, MaxQueuedWeight: 10}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		a := h.do(ctx, in{Key: "a", ID: 1, W: 1})
+		synctest.Wait()
+		_, err := h.f.DoMany(ctx, []in{{Key: "b", W: 1}, {Key: "c", W: 1}, {Key: "d", W: 1}, {Key: "e", W: 1}})
+		assert.ErrorIs(t, err, ErrRejected)
+		assert.ErrorContains(t, err, "4 inputs, 1 waiting (MaxQueued 4)")
+		_, err = h.f.DoMany(ctx, make([]in, 5))
+		assert.ErrorIs(t, err, ErrRejected)
+		assert.ErrorContains(t, err, "5 inputs, more than MaxQueued 4")
+		_, err = h.f.DoMany(ctx, []in{{Key: "b", W: 5}, {Key: "c", W: 5}})
+		assert.ErrorIs(t, err, ErrRejected)
+		assert.ErrorContains(t, err, "MaxQueuedWeight 10 (2 inputs)")
+		_, err = h.f.DoMany(ctx, []in{{Key: "b", W: 1}, {Key: "c", W: 11}})
+		assert.ErrorContains(t, err, "input weight 11 is more than MaxQueuedWeight 10")
+		_, err = h.f.DoMany(ctx, []in{{Key: "b", W: 1}, {Key: "c", W: -1}})
+		assert.ErrorContains(t, err, "negative weight -1 (input 1)")
+		assert.Equal(t, Stats{Queued: 1, Weight: 1, Lanes: 1, Admitted: 1, Rejected: 4 + 5 + 2 + 2}, h.f.Stats(),
+			"none of them admitted, every one counted")
+		advance(time.Second)
+		assert.Equal(t, answer{10, nil}, got(t, a))
+
+		h = newHarness(t, Config[string, in]{}, false) // no weight limit but MaxInt64's
+		defer h.f.Close()
+		_, err = h.f.DoMany(ctx, []in{{Key: "b", W: math.MaxInt64}, {Key: "c", W: math.MaxInt64}})
+		assert.ErrorContains(t, err, "total weight passes MaxInt64")
+	})
+}
+
+func TestDoManyErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("boom")
+		f, err := New(func(_ context.Context, key string, ins []in) ([]int, error) {
+			if key == "bad" {
+				return nil, boom
+			}
+			outs := make([]int, len(ins))
+			errs := make(Errors, len(ins))
+			for i, x := range ins {
+				outs[i] = 10 * x.ID
+				if x.ID%2 == 1 {
+					errs[i] = fmt.Errorf("odd %d", x.ID)
+				}
+			}
+			return outs, errs
+		}, Config[string, in]{Key: inCfg.Key})
+		require.NoError(t, err)
+		defer f.Close()
+		outs, err := f.DoMany(context.Background(), []in{{Key: "a", ID: 2}, {Key: "a", ID: 3}, {Key: "bad", ID: 4}})
+		var errs Errors
+		require.ErrorAs(t, err, &errs)
+		require.Len(t, errs, 3)
+		assert.NoError(t, errs[0])
+		assert.EqualError(t, errs[1], "odd 3")
+		assert.ErrorIs(t, errs[2], boom)
+		assert.Equal(t, []int{20, 0, 0}, outs, "the outputs of the inputs that succeeded")
+	})
+}
+
+func TestDoManyContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchSize: 2, MaxBatchDelay: time.Hour}, true)
+		defer h.f.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		c := make(chan error, 1)
+		go func() {
+			_, err := h.f.DoMany(ctx, []in{{Key: "a", ID: 1}, {Key: "a", ID: 2}, {Key: "b", ID: 3}})
+			c <- err
+		}()
+		synctest.Wait()
+		assert.Equal(t, [][]int{{1, 2}}, ids(h.seen()), "a is full: taken")
+		start := time.Now()
+		cancel()
+		synctest.Wait()
+		require.Len(t, c, 1)
+		assert.ErrorIs(t, <-c, context.Canceled)
+		assert.Equal(t, start, time.Now(), "at once")
+		s := h.f.Stats()
+		assert.Equal(t, 0, s.Queued)
+		assert.Equal(t, uint64(1), s.Dropped, "b was dropped")
+		h.hold <- struct{}{}
+		advance(time.Hour)
+		assert.Equal(t, [][]int{{1, 2}}, ids(h.seen()), "b never reached a call")
+	})
+}
+
+func TestDoManyClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchSize: 2, MaxBatchDelay: time.Hour}, true)
+		c := make(chan error, 1)
+		go func() {
+			_, err := h.f.DoMany(context.Background(), []in{{Key: "a", ID: 1}, {Key: "a", ID: 2}, {Key: "b", ID: 3}})
+			c <- err
+		}()
+		synctest.Wait()
+		require.NoError(t, h.f.Close())
+		var errs Errors
+		require.ErrorAs(t, <-c, &errs)
+		for _, err := range errs {
+			assert.ErrorIs(t, err, ErrClosed, "the call in flight was cancelled, the waiting input drained")
+		}
+		_, err := h.f.DoMany(context.Background(), []in{{Key: "a"}})
+		assert.ErrorIs(t, err, ErrClosed)
+	})
+}
+
+func TestFlushAnswersWhatWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour, MaxBatchSize: 4, MaxInFlightBatches: 1}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		a := h.do(ctx, in{Key: "a", ID: 1})
+		synctest.Wait()
+		b := h.do(ctx, in{Key: "b", ID: 2})
+		synctest.Wait()
+		slow := make(chan struct{})
+		var doneReturned bool
+		require.NoError(t, h.f.Submit(ctx, in{Key: "c", ID: 3}, func(int, error) { <-slow; doneReturned = true }))
+		advance(time.Minute)
+		flushed := make(chan error, 1)
+		go func() { flushed <- h.f.Flush(ctx) }()
+		synctest.Wait()
+		got(t, a)
+		got(t, b)
+		assert.Empty(t, flushed, "c's done has not returned")
+		later := h.do(ctx, in{Key: "d", ID: 4})
+		slow <- struct{}{}
+		synctest.Wait()
+		require.Len(t, flushed, 1)
+		assert.NoError(t, <-flushed)
+		assert.True(t, doneReturned)
+		assert.Equal(t, time.Minute, time.Since(h.start), "Flush took no time of its own")
+		advance(time.Hour - 1)
+		pending(t, later)
+		advance(1)
+		assert.Equal(t, answer{40, nil}, got(t, later), "an input admitted after Flush keeps its deadline")
+
+		assert.NoError(t, h.f.Flush(ctx), "nothing waits")
+	})
+}
+
+func TestFlushWaitsForCallsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{DirectCalls: true}, true)
+		defer h.f.Close()
+		ctx := context.Background()
+		a := h.do(ctx, in{Key: "a", ID: 1}) // a direct call
+		synctest.Wait()
+		flushed := make(chan error, 1)
+		go func() { flushed <- h.f.Flush(ctx) }()
+		synctest.Wait()
+		assert.Empty(t, flushed)
+		h.hold <- struct{}{}
+		synctest.Wait()
+		got(t, a)
+		assert.NoError(t, <-flushed)
+
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		b := h.do(ctx, in{Key: "b", ID: 2})
+		synctest.Wait()
+		assert.ErrorIs(t, h.f.Flush(tctx), context.DeadlineExceeded, "ctx ends first")
+		h.hold <- struct{}{}
+		synctest.Wait()
+		got(t, b)
+	})
+}
+
+func TestFlushClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{}, true)
+		a := h.do(context.Background(), in{Key: "a", ID: 1})
+		synctest.Wait()
+		flushed := make(chan error, 1)
+		go func() { flushed <- h.f.Flush(context.Background()) }()
+		synctest.Wait()
+		require.NoError(t, h.f.Close())
+		assert.ErrorIs(t, <-flushed, ErrClosed, "closed while it waited")
+		assert.ErrorIs(t, h.f.Flush(context.Background()), ErrClosed)
+		assert.ErrorIs(t, got(t, a).err, ErrClosed, "the call's cause")
+	})
+}
+
+func TestFlushFromInsideACall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var f *Ferry[string, in, int]
+		f, err := New(func(ctx context.Context, _ string, ins []in) ([]int, error) {
+			return make([]int, len(ins)), f.Flush(ctx)
+		}, Config[string, in]{Key: inCfg.Key})
+		require.NoError(t, err)
+		defer f.Close()
+		_, err = f.Do(context.Background(), in{Key: "a"})
+		assert.ErrorIs(t, err, errFlushInCall)
 	})
 }

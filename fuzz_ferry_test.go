@@ -140,18 +140,24 @@ type callerCtx struct {
 }
 
 func (c callerCtx) check(method string) {
+	if fn := onLoop(); fn != "" {
+		c.r.mu.Lock()
+		c.r.fail("the caller's context's %s ran on the loop, in %s", method, fn)
+		c.r.mu.Unlock()
+	}
+}
+
+// onLoop is the function of the loop's on its caller's stack, if any.
+func onLoop() string {
 	pcs := make([]uintptr, 64)
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
 	for {
 		fr, more := frames.Next()
 		if strings.Contains(fr.Function, "ferry.(*loop[") {
-			c.r.mu.Lock()
-			c.r.fail("the caller's context's %s ran on the loop, in %s", method, fr.Function)
-			c.r.mu.Unlock()
-			return
+			return fr.Function
 		}
 		if !more {
-			return
+			return ""
 		}
 	}
 }
@@ -166,6 +172,65 @@ type fuzzCaller struct {
 	c      chan answer
 	done   bool // its answer was received
 	a      answer
+	how    int // doOne, submitOne or doMany
+}
+
+const (
+	doOne = iota
+	submitOne
+	doMany
+)
+
+// submit runs a Submit for c, whose done sends its answer on c.c once.
+func (r *ferryRun) submit(f *Ferry[any, in, int], ctx context.Context, c *fuzzCaller) {
+	calls := 0
+	err := f.Submit(ctx, c.x, func(out int, err error) {
+		r.mu.Lock()
+		calls++
+		if calls > 1 {
+			r.fail("Submit %d: done called %d times", c.x.ID, calls)
+		}
+		if fn := onLoop(); fn != "" {
+			r.fail("Submit %d: done ran on the loop, in %s", c.x.ID, fn)
+		}
+		r.mu.Unlock()
+		c.c <- answer{out, err}
+	})
+	if err != nil {
+		c.c <- answer{err: err}
+	}
+}
+
+// many runs a DoMany for cs and gives each its input's answer.
+func many(f *Ferry[any, in, int], ctx context.Context, cs []*fuzzCaller) {
+	ins := make([]in, len(cs))
+	for i, c := range cs {
+		ins[i] = c.x
+	}
+	outs, err := f.DoMany(ctx, ins)
+	var errs Errors
+	isErrs := errors.As(err, &errs)
+	for i, c := range cs {
+		switch {
+		case isErrs && len(errs) != len(cs):
+			c.c <- answer{err: fmt.Errorf("DoMany of %d gave %d errors", len(cs), len(errs))}
+		case isErrs && errs[i] != nil:
+			c.c <- answer{err: errs[i]}
+		case err != nil && !isErrs:
+			c.c <- answer{err: err}
+		case len(outs) != len(cs):
+			c.c <- answer{err: fmt.Errorf("DoMany of %d gave %d outputs", len(cs), len(outs))}
+		default:
+			c.c <- answer{out: outs[i]}
+		}
+	}
+}
+
+// flushing is a Flush in flight: once it returns nil, every caller before
+// the first `before` must have its answer.
+type flushing struct {
+	before int
+	c      chan error
 }
 
 func runFerry(t *testing.T, data []byte) {
@@ -184,32 +249,61 @@ func runFerry(t *testing.T, data []byte) {
 		t.Fatal(err)
 	}
 	var callers []*fuzzCaller
+	var flushes []flushing
 	closeDone := make(chan error, 1)
 	stopping := false
+	// input draws one input, its call's mode and its caller's context.
+	input := func(how int, bad bool) (*fuzzCaller, context.Context) {
+		id := len(callers)
+		key := string(rune('a' + b.next()%3))
+		if k := b.next(); k >= 250 && bad {
+			key = []string{"n", "u", "z"}[k%3]
+		}
+		x := in{Key: key, ID: id, W: small(b.next(), 5), R: int64(b.next() % 3)}
+		r.mu.Lock()
+		r.modes[id] = b.next() % 20 // see call
+		r.mu.Unlock()
+		parent, cancel := context.WithCancel(context.Background())
+		var ctx context.Context = parent
+		if id%2 == 1 {
+			ctx = callerCtx{parent, r}
+		}
+		c := &fuzzCaller{x: x, cancel: cancel, c: make(chan answer, 1), how: how}
+		callers = append(callers, c)
+		return c, ctx
+	}
 	for step := 0; b.more() && step < 200; step++ {
-		switch op := b.next() % 8; op {
+		switch op := b.next() % 11; op {
 		case 0, 1, 2: // Do
-			id := len(callers)
-			key := string(rune('a' + b.next()%3))
-			if k := b.next(); k >= 250 {
-				key = []string{"n", "u", "z"}[k%3]
-			}
-			x := in{Key: key, ID: id, W: small(b.next(), 5), R: int64(b.next() % 3)}
-			r.mu.Lock()
-			r.modes[id] = b.next() % 20 // see call
-			r.mu.Unlock()
-			parent, cancel := context.WithCancel(context.Background())
-			var ctx context.Context = parent
-			if id%2 == 1 {
-				ctx = callerCtx{parent, r}
-			}
-			c := &fuzzCaller{x: x, cancel: cancel, c: make(chan answer, 1)}
-			callers = append(callers, c)
+			c, ctx := input(doOne, true)
 			go func() {
 				a := answer{err: errCallerGone} // unless Do returns
 				defer func() { c.c <- a }()
-				out, err := f.Do(ctx, x)
+				out, err := f.Do(ctx, c.x)
 				a = answer{out, err}
+			}()
+		case 8: // Submit
+			c, ctx := input(submitOne, true)
+			r.submit(f, ctx, c)
+		case 9: // DoMany of 1 to 3 inputs, with good keys, on one context
+			c, ctx := input(doMany, false)
+			cs := []*fuzzCaller{c}
+			for range b.next() % 3 {
+				x, _ := input(doMany, false)
+				x.cancel = c.cancel
+				cs = append(cs, x)
+			}
+			go many(f, ctx, cs)
+		case 10: // Flush, sometimes with a deadline
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if d := b.next() % 4; d > 0 {
+				ctx, cancel = context.WithTimeout(ctx, time.Duration(d)*time.Millisecond)
+			}
+			fl := flushing{before: len(callers), c: make(chan error, 1)}
+			flushes = append(flushes, fl)
+			go func() {
+				defer cancel()
+				fl.c <- f.Flush(ctx)
 			}()
 		case 3: // a caller gives up
 			if len(callers) > 0 {
@@ -256,7 +350,8 @@ func runFerry(t *testing.T, data []byte) {
 				select {
 				case c.a = <-c.c:
 					c.done = true
-					if errors.Is(c.a.err, context.Canceled) {
+					// A DoMany's taken inputs may still reach their call.
+					if errors.Is(c.a.err, context.Canceled) && c.how != doMany {
 						r.gaveUp[c.x.ID] = true
 					}
 				default:
@@ -264,6 +359,7 @@ func runFerry(t *testing.T, data []byte) {
 			}
 		}
 		r.mu.Unlock()
+		flushes = checkFlushes(t, flushes, callers)
 	}
 	if !stopping {
 		go func() { closeDone <- f.Close() }()
@@ -272,11 +368,25 @@ func runFerry(t *testing.T, data []byte) {
 		t.Fatalf("Close: %v", err)
 	}
 	for _, c := range callers {
+		if !c.done && c.how == submitOne {
+			select {
+			case c.a = <-c.c: // done has returned before Close does
+				c.done = true
+			default:
+				t.Fatalf("Submit %d: done not called by the time Close returned", c.x.ID)
+			}
+		}
 		if !c.done {
 			c.a = <-c.c // every caller has its answer once Close returns
 		}
 		c.cancel()
 		checkAnswer(t, c, r.exited)
+	}
+	synctest.Wait()
+	for _, fl := range flushes {
+		if err := <-fl.c; err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Flush: %v", err)
+		}
 	}
 	s := f.Stats()
 	if s.Queued != 0 || s.Weight != 0 || s.Busy != 0 || s.Lanes != 0 {
@@ -291,6 +401,28 @@ func runFerry(t *testing.T, data []byte) {
 	if len(r.bad) > 0 {
 		t.Fatal(r.bad)
 	}
+}
+
+// checkFlushes checks the Flushes that have returned and keeps the others: a
+// Flush that returned nil came after the answers of every caller before it.
+func checkFlushes(t *testing.T, flushes []flushing, callers []*fuzzCaller) []flushing {
+	var left []flushing
+	for _, fl := range flushes {
+		select {
+		case err := <-fl.c:
+			if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Flush: %v", err)
+			}
+			for _, c := range callers[:fl.before] {
+				if err == nil && !c.done {
+					t.Fatalf("Flush returned before input %d was answered", c.x.ID)
+				}
+			}
+		default:
+			left = append(left, fl)
+		}
+	}
+	return left
 }
 
 // checkAnswer verifies what one Do returned: the right output, or an error

@@ -17,14 +17,20 @@ import (
 type op uint8
 
 const (
-	opAdmit    op = iota // from Do: admit m.w
-	opDrop               // from Do whose ctx ended: drop m.w if it still waits
-	opStart              // from a direct call: it runs, and close cancels it with m.cancel
-	opRelease            // from a worker or a direct call: m.key's call is over
-	opExit               // from a worker: it has gone
-	opStats              // from Stats: reply on m.stats
-	opClose              // from Close
-	opShutdown           // from Shutdown
+	opAdmit     op = iota // from Do or Submit: admit m.w
+	opAdmitMany           // from DoMany: admit all of m.w.g or none
+	opDrop                // from Do or a Submit whose ctx ended: drop m.w if it still waits
+	opDropMany            // from DoMany whose ctx ended: drop what still waits of m.w.g
+	opStart               // from a direct call: it runs, and close cancels it with m.cancel
+	opRelease             // from a worker or a direct call: m.key's call is over
+	opAnswered            // from a worker: it has answered a job that asked for it (a Flush)
+	opNotified            // from a goroutine that called Submits' done: it has finished
+	opPanicked            // a Submit's done panicked
+	opExit                // from a worker: it has gone
+	opStats               // from Stats: reply on m.stats
+	opFlush               // from Flush: m.cancel is its reply
+	opClose               // from Close
+	opShutdown            // from Shutdown
 )
 
 // direct is the worker of a release from a direct call.
@@ -36,11 +42,12 @@ type msg[K comparable, I, O any] struct {
 	key    K     // opRelease
 	w      *waiter[K, I, O]
 	stats  chan Stats
-	cancel context.CancelCauseFunc // opStart
+	cancel context.CancelCauseFunc // opStart; for opFlush, the reply
 }
 
-// waiter is one Do in progress. The caller writes its fields before it sends
-// opAdmit; after that only tk is written, by the loop.
+// waiter is one input in progress: a Do's, a Submit's (done is set) or one
+// of a DoMany's (g is set). The caller writes its fields before it sends it
+// to the loop; after that only the loop-owned ones are written, by the loop.
 type waiter[K comparable, I, O any] struct {
 	in     [1]I // an array, so that a direct call passes in[:] without allocating
 	key    K
@@ -49,6 +56,28 @@ type waiter[K comparable, I, O any] struct {
 	at     time.Time // submission time; zero when MaxBatchDelay is 0
 	tk     ticket    // loop-owned: the input's ticket once admitted, else zero
 	c      chan result[O]
+
+	done func(O, error) // Submit: called once, off the loop, with the answer
+	stop func() bool    // Submit whose ctx can end: stops watching it
+	drop chan result[O] // Submit whose ctx ended: the loop's word on its drop
+	g    *group[K, I, O]
+	i    int // its index in g
+
+	seen, withdrawn bool   // loop-owned, Submit: its admission was handled; its drop came first
+	mark            uint64 // loop-owned, Submit: the drop's number, for Flush
+}
+
+// group is one DoMany in progress: its inputs, and where their answers go.
+// Answers are written by index, then counted on c; the caller reads them once
+// the counts sum to len(ws).
+type group[K comparable, I, O any] struct {
+	ws              []waiter[K, I, O]
+	outs            []O
+	errs            []error
+	total, heaviest int64    // the inputs' weights; total < 0: the sum passes MaxInt64
+	c               chan int // k > 0: k more answers; 0: the loop's word, err or dropped
+	err             error    // loop-written before its word on the admission
+	dropped         int      // loop-written before its word on a drop
 }
 
 // result is an answer to a waiter, sent on its channel, which is buffered 1.
@@ -63,23 +92,53 @@ type result[O any] struct {
 
 // Internal answers to a waiter, never returned by Do.
 var (
-	errClaimed = errors.New("ferry: key claimed for a direct call") // the caller makes the call itself
-	errDropped = errors.New("ferry: input dropped")                 // to opDrop: it was waiting, and is gone
-	errKept    = errors.New("ferry: input not waiting")             // to opDrop: it was not waiting
+	errClaimed   = errors.New("ferry: key claimed for a direct call") // the caller makes the call itself
+	errDropped   = errors.New("ferry: input dropped")                 // to opDrop: it was waiting, and is gone
+	errKept      = errors.New("ferry: input not waiting")             // to opDrop: it was not waiting
+	errAdmitted  = errors.New("ferry: input admitted")                // to a Submit: it waits
+	errWithdrawn = errors.New("ferry: input withdrawn")               // to a Submit whose drop came first
 )
 
+// job is a batch for a worker. With ack set the worker sends opAnswered once
+// it has answered the batch; an empty batch asks for that alone.
 type job[K comparable, I, O any] struct {
 	key   K
 	batch []*waiter[K, I, O]
+	ack   bool
 }
 
 // worker is the loop's handle on one worker goroutine. The loop fills its
 // two batch buffers in turn: the worker may still be answering the callers of
 // its previous batch, after its release, while the loop fills the other.
 type worker[K comparable, I, O any] struct {
-	jobs chan job[K, I, O] // loop -> worker; buffered 1, sent to only while idle
+	jobs chan job[K, I, O] // loop -> worker; a batch only while idle, and a Flush's ping
 	bufs [2][]*waiter[K, I, O]
 	flip int
+	owed []owed // acks to come, in order
+}
+
+// owed is an ack a worker owes a Flush round: n of its inputs.
+type owed struct {
+	round uint64
+	n     int
+}
+
+// round is a Flush in progress: it is over when left, the inputs admitted
+// before it and the calls and answers in flight then, reaches 0.
+type round struct {
+	id      uint64
+	seq     uint64 // inputs with seqs up to this count
+	claims  uint64 // direct calls claimed up to this one count
+	drops   uint64 // Submits' drops up to this one count, until their done returns
+	left    int
+	replies []context.CancelCauseFunc
+}
+
+// call is a direct call in flight: its claim's number and, once it runs, how
+// to cancel it.
+type call struct {
+	n      uint64
+	cancel context.CancelCauseFunc
 }
 
 // loop is the state owned by the loop goroutine.
@@ -89,14 +148,21 @@ type loop[K comparable, I, O any] struct {
 	workers []worker[K, I, O]
 	idle    []int // workers with no batch
 	alarm   alarm
-	directs map[K]context.CancelCauseFunc // direct calls in flight, by key
-	dpeak   int                           // most directs since the map was rebuilt; see shrink
+	directs map[K]call // direct calls in flight, by key
+	dpeak   int        // most directs since the map was rebuilt; see shrink
+
+	round    *round                    // the Flush in progress
+	flushers []context.CancelCauseFunc // Flushes for the round after it
+	rounds   uint64                    // rounds started
+	claims   uint64                    // direct calls claimed
+	drops    uint64                    // Submits dropped
+	notify   int                       // goroutines calling Submits' done that the loop waits for
 
 	closing bool // drained, calls cancelled: ending once busy is 0
 	stopped bool // worker channels closed
 	exited  int  // workers gone
 
-	admitted, rejected, dropped, batches, directCalls uint64
+	admitted, rejected, dropped, batches, directCalls, donePanics uint64
 
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
@@ -108,7 +174,7 @@ func newLoop[K comparable, I, O any](f *Ferry[K, I, O], workers int, origin time
 		st:      newState[K, *waiter[K, I, O]](f.lim, origin),
 		workers: make([]worker[K, I, O], workers),
 		alarm:   newAlarm(),
-		directs: make(map[K]context.CancelCauseFunc),
+		directs: make(map[K]call),
 		errFull: fmt.Errorf("%w: %d inputs waiting (MaxQueued)", ErrRejected, f.lim.queued),
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, f.lim.queuedWeight),
@@ -117,7 +183,7 @@ func newLoop[K comparable, I, O any](f *Ferry[K, I, O], workers int, origin time
 		l.errFullWeight = fmt.Errorf("%w: the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", ErrRejected)
 	}
 	for i := range l.workers {
-		c := make(chan job[K, I, O], 1)
+		c := make(chan job[K, I, O], 2) // a batch and a ping
 		l.workers[i].jobs = c
 		l.idle = append(l.idle, i)
 		go f.work(i, c)
@@ -172,6 +238,10 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 	switch m.op {
 	case opAdmit:
 		w := m.w
+		if w.done != nil {
+			l.submit(w, now)
+			return
+		}
 		o, tk := st.admit(w.key, w.weight, w.rank, w.at, now, w)
 		switch o {
 		case admitted:
@@ -179,25 +249,24 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			l.admitted++
 		case claimed:
 			l.directCalls++
+			l.claims++
+			l.directs[w.key] = call{n: l.claims}
+			l.dpeak = max(l.dpeak, len(l.directs))
 			w.c <- result[O]{err: errClaimed}
-		case rejectedFull:
-			l.rejected++
-			if st.queued >= l.f.lim.queued {
-				w.c <- result[O]{err: l.errFull}
-			} else {
-				w.c <- result[O]{err: l.errFullWeight}
-			}
-		case rejectedHeavy:
-			l.rejected++
-			w.c <- result[O]{err: fmt.Errorf("%w: input weight %d is more than MaxQueuedWeight %d",
-				ErrRejected, w.weight, l.f.lim.queuedWeight)}
-		case refused:
-			w.c <- result[O]{err: ErrClosed}
+		default:
+			w.c <- result[O]{err: l.refusal(o, 1, w.weight)}
 		}
+	case opAdmitMany:
+		l.admitMany(m.w.g, now)
 	case opDrop:
 		w := m.w
+		if w.done != nil {
+			l.withdraw(w, now)
+			return
+		}
 		if _, ok := st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
 			l.dropped++
+			l.count(w.tk.seq <= l.flushed())
 			w.c <- result[O]{err: errDropped} // it had no answer: w.c is empty
 			return
 		}
@@ -205,20 +274,53 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		case w.c <- result[O]{err: errKept}:
 		default: // w.c holds its answer, which says enough
 		}
+	case opDropMany:
+		g := m.w.g
+		g.dropped = 0
+		for i := range g.ws {
+			if w := &g.ws[i]; l.dropOne(w, now) {
+				g.dropped++
+				l.count(w.tk.seq <= l.flushed())
+			}
+		}
+		g.c <- 0
 	case opStart:
 		if l.closing {
 			go m.cancel(ErrClosed) // see close
 		} else {
-			l.directs[m.key] = m.cancel
-			l.dpeak = max(l.dpeak, len(l.directs))
+			l.directs[m.key] = call{l.directs[m.key].n, m.cancel}
 		}
 	case opRelease:
 		st.release(m.key, now)
 		if m.worker == direct {
+			l.count(l.round != nil && l.directs[m.key].n <= l.round.claims)
 			delete(l.directs, m.key)
 			l.directs = shrink(l.directs, &l.dpeak)
 		} else {
 			l.idle = append(l.idle, int(m.worker))
+		}
+	case opAnswered:
+		wk := &l.workers[m.worker]
+		o := wk.owed[0]
+		wk.owed = wk.owed[1:]
+		if l.round != nil && o.round == l.round.id {
+			l.round.left -= o.n
+		}
+	case opNotified:
+		l.notify--
+		if w := m.w; w != nil {
+			l.count(l.round != nil && (w.mark <= l.round.drops || w.tk.seq <= l.round.seq))
+		}
+	case opPanicked:
+		l.donePanics++
+	case opFlush:
+		if l.closing {
+			m.cancel(ErrClosed)
+			return
+		}
+		l.flushers = append(l.flushers, m.cancel)
+		if l.round == nil {
+			l.flush()
 		}
 	case opExit:
 		l.exited++
@@ -230,6 +332,137 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		if !st.closed && !st.flushing {
 			st.flush()
 		}
+	}
+}
+
+// refusal is the error for n inputs, the heaviest heaviest, that the room
+// did not admit with outcome o, and counts them as rejected.
+func (l *loop[K, I, O]) refusal(o outcome, n int, heaviest int64) error {
+	if o == refused {
+		return ErrClosed
+	}
+	l.rejected += uint64(n)
+	lim := l.f.lim
+	switch {
+	case o == rejectedHeavy && lim.queuedWeight > 0 && heaviest > lim.queuedWeight:
+		return fmt.Errorf("%w: input weight %d is more than MaxQueuedWeight %d", ErrRejected, heaviest, lim.queuedWeight)
+	case o == rejectedHeavy:
+		return fmt.Errorf("%w: the inputs' total weight passes MaxInt64", ErrRejected)
+	case n > lim.queued:
+		return fmt.Errorf("%w: %d inputs, more than MaxQueued %d", ErrRejected, n, lim.queued)
+	case n == 1 && l.st.queued >= lim.queued:
+		return l.errFull
+	case n == 1:
+		return l.errFullWeight
+	case l.st.queued+n > lim.queued:
+		return fmt.Errorf("%w: %d inputs, %d waiting (MaxQueued %d)", ErrRejected, n, l.st.queued, lim.queued)
+	}
+	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, n)
+}
+
+// submit admits a Submit's input, never claiming its key, and gives the
+// Submit its word: errAdmitted, errWithdrawn if its drop came first, or why not.
+func (l *loop[K, I, O]) submit(w *waiter[K, I, O], now time.Time) {
+	w.seen = true
+	if w.withdrawn {
+		w.drop <- result[O]{err: errKept}
+		w.c <- result[O]{err: errWithdrawn}
+		return
+	}
+	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
+	if o != admitted {
+		w.c <- result[O]{err: l.refusal(o, 1, w.weight)}
+		return
+	}
+	w.tk = tk
+	l.admitted++
+	w.c <- result[O]{err: errAdmitted}
+}
+
+// withdraw is a drop for a Submit whose ctx ended: the word goes to w.drop,
+// and if the input is dropped its done is called by the goroutine that asked,
+// which the loop then waits for. A drop that comes before its admission
+// withdraws the input.
+func (l *loop[K, I, O]) withdraw(w *waiter[K, I, O], now time.Time) {
+	switch {
+	case !w.seen:
+		w.withdrawn = true // submit answers both
+	case l.dropOne(w, now):
+		l.drops++
+		w.mark = l.drops
+		l.notify++
+		w.drop <- result[O]{err: errDropped}
+	default:
+		w.drop <- result[O]{err: errKept}
+	}
+}
+
+// admitMany admits all of a DoMany's inputs, in order, or none.
+func (l *loop[K, I, O]) admitMany(g *group[K, I, O], now time.Time) {
+	if o := l.st.room(len(g.ws), g.total, g.heaviest); o != admitted {
+		g.err = l.refusal(o, len(g.ws), g.heaviest)
+	} else {
+		for i := range g.ws {
+			w := &g.ws[i]
+			w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
+		}
+		l.admitted += uint64(len(g.ws))
+	}
+	g.c <- 0
+}
+
+// dropOne drops w if it still waits, and counts it.
+func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Time) bool {
+	_, ok := l.st.drop(w.key, w.tk, now)
+	if ok {
+		l.dropped++
+	}
+	return ok
+}
+
+// flushed is the last seq the Flush in progress counts, or 0.
+func (l *loop[K, I, O]) flushed() uint64 {
+	if l.round == nil {
+		return 0
+	}
+	return l.round.seq
+}
+
+// count counts one thing the Flush in progress waited for as done, if ok.
+func (l *loop[K, I, O]) count(ok bool) {
+	if ok {
+		l.round.left--
+	}
+}
+
+// flush starts a round for the Flushes waiting: every input waiting is due
+// now, and it waits for those, for the direct calls and Submits' done in
+// flight, and for every worker to answer what it holds (it is pinged).
+func (l *loop[K, I, O]) flush() {
+	l.rounds++
+	r := &round{id: l.rounds, seq: l.st.seq, claims: l.claims, drops: l.drops, replies: l.flushers}
+	l.flushers = nil
+	r.left = l.st.queued + len(l.directs) + l.notify + len(l.workers)
+	for i := range l.workers {
+		wk := &l.workers[i]
+		wk.owed = append(wk.owed, owed{r.id, 1})
+		wk.jobs <- job[K, I, O]{ack: true}
+	}
+	l.round = r
+	l.st.hurry()
+}
+
+// settle ends the round once it has nothing left, and starts the next.
+func (l *loop[K, I, O]) settle() {
+	if l.round == nil || l.round.left > 0 {
+		return
+	}
+	for _, tell := range l.round.replies {
+		tell(nil)
+	}
+	l.round = nil
+	if len(l.flushers) > 0 && !l.closing {
+		l.flush()
 	}
 }
 
@@ -246,7 +479,19 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		wk.bufs[wk.flip] = batch
 		wk.flip ^= 1
 		l.batches++
-		wk.jobs <- job[K, I, O]{key, batch}
+		j := job[K, I, O]{key: key, batch: batch}
+		if r := l.round; r != nil {
+			n := 0
+			for _, w := range batch {
+				if w.tk.seq <= r.seq {
+					n++
+				}
+			}
+			if j.ack = n > 0; j.ack {
+				wk.owed = append(wk.owed, owed{r.id, n})
+			}
+		}
+		wk.jobs <- j
 	}
 	// With every worker busy nothing can start before a release, and a
 	// release wakes the loop anyway; a due lane must not keep the alarm
@@ -265,14 +510,31 @@ func (l *loop[K, I, O]) close() {
 	}
 	l.closing = true
 	l.drained = l.st.drain(l.drained[:0])
-	for _, w := range l.drained {
-		w.c <- result[O]{err: ErrClosed}
+	var subs []*waiter[K, I, O]
+	for _, i := range reply(l.drained, nil, nil, ErrClosed, nil) {
+		subs = append(subs, l.drained[i])
+	}
+	if len(subs) > 0 { // done is user code: off the loop, which waits for it
+		l.notify++
+		go l.f.notifyAll(subs, ErrClosed)
 	}
 	clear(l.drained)
 	l.f.cancel(ErrClosed)
-	for _, cancel := range l.directs {
-		go cancel(ErrClosed)
+	for _, d := range l.directs {
+		if d.cancel != nil {
+			go d.cancel(ErrClosed)
+		}
 	}
+	if l.round != nil {
+		for _, tell := range l.round.replies {
+			tell(ErrClosed)
+		}
+		l.round = nil
+	}
+	for _, tell := range l.flushers {
+		tell(ErrClosed)
+	}
+	l.flushers = nil
 }
 
 // end moves the close along and reports whether the loop is over: a flushed
@@ -280,10 +542,11 @@ func (l *loop[K, I, O]) close() {
 // its workers; once they have gone, done is closed.
 func (l *loop[K, I, O]) end() bool {
 	st := l.st
+	l.settle()
 	if st.flushing && st.idle() {
 		l.close()
 	}
-	if !l.closing || st.busy > 0 {
+	if !l.closing || st.busy > 0 || l.notify > 0 {
 		return false
 	}
 	if !l.stopped {
@@ -301,8 +564,14 @@ func (l *loop[K, I, O]) end() bool {
 	// Every message sent before done was closed is in inc now. Do waits for
 	// the answer to its admission without watching done, so answer those.
 	for n := len(l.f.inc); n > 0; n-- {
-		if m := <-l.f.inc; m.op == opAdmit {
+		switch m := <-l.f.inc; m.op {
+		case opAdmit:
 			m.w.c <- result[O]{err: ErrClosed}
+		case opAdmitMany:
+			m.w.g.err = ErrClosed
+			m.w.g.c <- 0
+		case opFlush:
+			m.cancel(ErrClosed)
 		}
 	}
 	return true
@@ -320,5 +589,6 @@ func (l *loop[K, I, O]) stats() Stats {
 		Dropped:     l.dropped,
 		Batches:     l.batches,
 		DirectCalls: l.directCalls,
+		DonePanics:  l.donePanics,
 	}
 }
