@@ -13,8 +13,8 @@ import (
 // window runs callers closed-loop until b.N inputs have been answered after a
 // warm-up, and reports per-input figures for that window only, so that start,
 // the partial-batch tail and the drain stay out of them. each is one caller's
-// loop body; it returns false to report a wrong answer.
-func window(b *testing.B, callers int, each func(caller int) bool, batches func() uint64) {
+// loop body; it answers per inputs and returns false to report a wrong answer.
+func window(b *testing.B, callers, per int, each func(caller int) bool, batches func() uint64) {
 	var done, wrong atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -24,11 +24,11 @@ func window(b *testing.B, callers int, each func(caller int) bool, batches func(
 				if !each(c) {
 					wrong.Add(1)
 				}
-				done.Add(1)
+				done.Add(int64(per))
 			}
 		})
 	}
-	warm := int64(callers) * 4
+	warm := int64(callers*per) * 4
 	for done.Load() < warm {
 		time.Sleep(time.Millisecond)
 	}
@@ -88,7 +88,7 @@ func BenchmarkFloor(b *testing.B) {
 				replies[i] = make(chan int, 1)
 			}
 			seq := make([]int, callers)
-			window(b, callers, func(c int) bool {
+			window(b, callers, 1, func(c int) bool {
 				seq[c]++
 				reqs <- req{seq[c], replies[c]}
 				select {
@@ -168,12 +168,121 @@ func benchFerry(b *testing.B, cfg Config[int, int], keys, callers int, calls fun
 	defer f.Close()
 	ctxs := callerContexts(b, callers)
 	seq := make([]int, callers)
-	window(b, callers, func(c int) bool {
+	window(b, callers, 1, func(c int) bool {
 		seq[c] += keys
 		in := c%keys + seq[c]
 		out, err := f.Do(ctxs[c], in)
 		return err == nil && out == in
 	}, func() uint64 { return calls(f.Stats()) })
+}
+
+// BenchmarkDoMany is BenchmarkDo's keys=16/batch=64 workload in DoMany calls
+// of 64 inputs, 4 per key: the same 1024 inputs in flight, from 16 callers.
+// Read it beside BenchmarkDo/keys=16/batch=64, in the same run.
+func BenchmarkDoMany(b *testing.B) {
+	const keys, batch, per = 16, 64, 64
+	callers := keys * batch / per
+	f, err := New(echo, Config[int, int]{Key: func(v int) int { return v % keys }, MaxBatchSize: batch, MaxQueued: keys * batch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	ctxs := callerContexts(b, callers)
+	ins := make([][]int, callers)
+	for c := range ins {
+		ins[c] = make([]int, per)
+	}
+	window(b, callers, per, func(c int) bool {
+		for i := range ins[c] {
+			ins[c][i] += keys
+		}
+		outs, err := f.DoMany(ctxs[c], ins[c])
+		for i, out := range outs {
+			if out != ins[c][i] {
+				return false
+			}
+		}
+		return err == nil
+	}, func() uint64 { return f.Stats().Batches })
+}
+
+// BenchmarkSubmit is BenchmarkDo's keys=16/batch=64 workload through Submit:
+// 1024 closed-loop producers, each with its own context (ctx=cancellable,
+// watched by an AfterFunc) or context.Background (ctx=never), whose done
+// hands the answer back on a channel of the producer's. Read it beside
+// BenchmarkDo/keys=16/batch=64, in the same run.
+func BenchmarkSubmit(b *testing.B) {
+	const keys, batch = 16, 64
+	for _, cancellable := range []bool{false, true} {
+		name := "ctx=never"
+		if cancellable {
+			name = "ctx=cancellable"
+		}
+		b.Run(name, func(b *testing.B) {
+			callers := keys * batch
+			f, err := New(echo, Config[int, int]{Key: func(v int) int { return v % keys }, MaxBatchSize: batch, MaxQueued: callers})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			ctxs := callerContexts(b, callers)
+			if !cancellable {
+				for i := range ctxs {
+					ctxs[i] = context.Background()
+				}
+			}
+			dones := make([]func(int, error), callers)
+			answers := make([]chan int, callers)
+			for c := range dones {
+				answers[c] = make(chan int, 1)
+				dones[c] = func(out int, err error) {
+					if err != nil {
+						out = -1
+					}
+					answers[c] <- out
+				}
+			}
+			seq := make([]int, callers)
+			window(b, callers, 1, func(c int) bool {
+				seq[c] += keys
+				in := c%keys + seq[c]
+				if err := f.Submit(ctxs[c], in, dones[c]); err != nil {
+					return false
+				}
+				return <-answers[c] == in
+			}, func() uint64 { return f.Stats().Batches })
+		})
+	}
+}
+
+// BenchmarkFlush is one Flush of n lanes of one input each, waiting for a
+// deadline an hour away, per input: linear in what waits if flat in n.
+func BenchmarkFlush(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("lanes=%d", n), func(b *testing.B) {
+			f, err := New(echo, Config[int, int]{Key: func(v int) int { return v }, MaxBatchDelay: time.Hour, MaxQueued: n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			ctx := context.Background()
+			var flushed time.Duration
+			for b.Loop() {
+				for i := range n {
+					if err := f.Submit(ctx, i, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				t := time.Now()
+				if err := f.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				flushed += time.Since(t)
+			}
+			b.ReportMetric(float64(flushed.Nanoseconds())/float64(b.N*n), "ns/input")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }
 
 // BenchmarkState measures the core alone: admit, take and release per input,
