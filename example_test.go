@@ -147,3 +147,74 @@ func ExampleConfig_directCalls() {
 	// 5 <nil>
 	// direct calls: 1 batches: 0
 }
+
+// Submit is for fire-and-forget producers: it tells at once whether the input
+// was admitted, and done gets its answer later. Flush waits for what was
+// submitted, as a checkpoint.
+func ExampleFerry_Submit() {
+	store := func(ctx context.Context, tenant string, events []Event) ([]int, error) {
+		return make([]int, len(events)), nil // one insert per tenant
+	}
+	f, err := ferry.New(store, ferry.Config[string, Event]{
+		Key:           func(e Event) string { return e.Tenant },
+		MaxBatchDelay: time.Hour, // Flush does not wait for it
+		MaxQueued:     2,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+
+	var mu sync.Mutex
+	written := 0
+	done := func(_ int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			written++
+		}
+	}
+	for _, e := range []Event{{"acme", "signup"}, {"acme", "login"}, {"globex", "login"}} {
+		if err := f.Submit(context.Background(), e, done); err != nil {
+			fmt.Println(e.Name, "for", e.Tenant, "not accepted:", errors.Is(err, ferry.ErrRejected)) // a 503, say
+		}
+	}
+	if err := f.Flush(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	mu.Lock()
+	fmt.Println("written:", written)
+	mu.Unlock()
+	// Output:
+	// login for globex not accepted: true
+	// written: 2
+}
+
+// DoMany is for bulk endpoints: one admission for all the inputs, which join
+// their lanes at once, and the outputs in order.
+func ExampleFerry_DoMany() {
+	store := func(ctx context.Context, tenant string, events []Event) ([]string, error) {
+		ids := make([]string, len(events))
+		for i, e := range events {
+			ids[i] = fmt.Sprintf("%s/%s (batch of %d)", tenant, e.Name, len(events))
+		}
+		return ids, nil
+	}
+	f, err := ferry.New(store, ferry.Config[string, Event]{Key: func(e Event) string { return e.Tenant }})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+
+	ids, err := f.DoMany(context.Background(), []Event{{"acme", "signup"}, {"globex", "login"}, {"acme", "login"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, id := range ids {
+		fmt.Println(id)
+	}
+	// Output:
+	// acme/signup (batch of 2)
+	// globex/login (batch of 1)
+	// acme/login (batch of 2)
+}
