@@ -60,26 +60,36 @@ func BenchmarkDo(b *testing.B) {
 	}
 }
 
-// run drives callers closed-loop and measures a window of b.N answers after a
-// warm-up, so that start and the drain stay out of the figures.
+// run drives callers closed-loop through x.
 func run(b *testing.B, x impl) {
+	drive(b, callers, 1, func(ctx context.Context, c, i int) bool {
+		in := c%keys + i*keys
+		out, err := x.do(ctx, in)
+		return err == nil && out == in
+	})
+}
+
+// drive runs n closed-loop goroutines, each with its own context, whose
+// each(ctx, caller, round) answers per inputs and reports whether they were
+// right, and measures a window of b.N inputs after a warm-up, so that start
+// and the drain stay out of the figures.
+func drive(b *testing.B, n, per int, each func(ctx context.Context, c, i int) bool) {
 	var done, wrong atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	for c := range callers {
+	for c := range n {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		wg.Go(func() {
 			for i := 1; !stop.Load(); i++ {
-				in := c%keys + i*keys
-				if out, err := x.do(ctx, in); err != nil || out != in {
+				if !each(ctx, c, i) {
 					wrong.Add(1)
 				}
-				done.Add(1)
+				done.Add(int64(per))
 			}
 		})
 	}
-	for done.Load() < callers*4 {
+	for done.Load() < int64(n*per)*4 {
 		time.Sleep(time.Millisecond)
 	}
 	var m0, m1 runtime.MemStats
@@ -91,7 +101,7 @@ func run(b *testing.B, x impl) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	elapsed := time.Since(t0)
-	n := done.Load() - start
+	got := done.Load() - start
 	b.StopTimer()
 	runtime.ReadMemStats(&m1)
 	stop.Store(true)
@@ -99,9 +109,9 @@ func run(b *testing.B, x impl) {
 	if wrong.Load() > 0 {
 		b.Fatalf("%d wrong answers", wrong.Load())
 	}
-	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(n), "ns/input")
-	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(n), "allocs/input")
-	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(n), "B/input")
+	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(got), "ns/input")
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(got), "allocs/input")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(got), "B/input")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -330,4 +340,52 @@ func newBundler() impl {
 			}
 		},
 	}
+}
+
+// BenchmarkMany is the bulk way in: 16 callers, each asking for 64 inputs
+// over the 16 keys at a time (the same 1024 inputs in flight as BenchmarkDo),
+// through ferry's DoMany and through dataloadgen's LoadAll on one loader of
+// batch 64, the peers' nearest. Figures are per input.
+func BenchmarkMany(b *testing.B) {
+	const per = 64
+	type many func(ctx context.Context, ins []int) ([]int, error)
+	f, err := ferry.New(func(_ context.Context, _ int, ins []int) ([]int, error) { return echo(ins), nil },
+		ferry.Config[int, int]{Key: func(v int) int { return v % keys }, MaxBatchSize: batch, MaxQueued: callers})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	loader := dataloadgen.NewLoader(func(_ context.Context, ins []int) ([]int, []error) {
+		return echo(ins), nil
+	}, dataloadgen.WithBatchCapacity(batch), dataloadgen.WithWait(wait), dataloadgen.WithoutCache())
+	for _, im := range []struct {
+		name string
+		do   many
+	}{{"ferry", f.DoMany}, {"dataloadgen", loader.LoadAll}} {
+		b.Run("impl="+im.name, func(b *testing.B) {
+			runMany(b, per, im.do)
+		})
+	}
+}
+
+func runMany(b *testing.B, per int, do func(ctx context.Context, ins []int) ([]int, error)) {
+	ins := make([][]int, callers/per)
+	for c := range ins {
+		ins[c] = make([]int, per)
+	}
+	drive(b, callers/per, per, func(ctx context.Context, c, i int) bool {
+		for j := range ins[c] {
+			ins[c][j] = (c*per+j)%keys + (i*per+j)*keys // distinct, so that no cache could help
+		}
+		outs, err := do(ctx, ins[c])
+		if err != nil || len(outs) != per {
+			return false
+		}
+		for j := range outs {
+			if outs[j] != ins[c][j] {
+				return false
+			}
+		}
+		return true
+	})
 }
