@@ -33,6 +33,8 @@ type config struct {
 	batch    int
 	delay    time.Duration
 	sync     string // SQLite's synchronous pragma: off, normal or full
+	mode     string // "do": unbatched against ferry's Do; "bulk": against DoMany
+	bulk     int    // events per DoMany in bulk mode
 	progress io.Writer
 }
 
@@ -61,6 +63,8 @@ func main() {
 	flag.IntVar(&c.batch, "batch", 256, "ferry's MaxBatchSize")
 	flag.DurationVar(&c.delay, "delay", time.Millisecond, "ferry's MaxBatchDelay (0: batch only while a tenant's transaction is in flight)")
 	flag.StringVar(&c.sync, "sync", "full", "SQLite synchronous mode: off, normal or full")
+	flag.StringVar(&c.mode, "mode", "do", "do: each writer writes one event at a time, through ferry's Do; bulk: -bulk events at a time, through DoMany")
+	flag.IntVar(&c.bulk, "bulk", 32, "events per write in bulk mode")
 	flag.Parse()
 	c.progress = os.Stderr
 	if _, err := run(c, os.Stdout); err != nil {
@@ -79,10 +83,22 @@ func run(c config, out io.Writer) ([]result, error) {
 	if c.tenants < 1 || c.writers < 1 || c.batch < 1 || c.duration <= 0 || c.delay < 0 {
 		return nil, fmt.Errorf("tenants, writers, batch and duration must be positive, delay not negative")
 	}
-	fmt.Fprintf(out, "%d tenants, %d writers, %v per mode, synchronous=%s, ferry batch %d, delay %v\n\n",
-		c.tenants, c.writers, c.duration, c.sync, c.batch, c.delay)
+	modes := []string{"unbatched", "ferry"}
+	switch c.mode {
+	case "", "do":
+		c.bulk = 1
+	case "bulk":
+		if c.bulk < 1 {
+			return nil, fmt.Errorf("-bulk %d: want at least 1", c.bulk)
+		}
+		modes[1] = "ferry-bulk"
+	default:
+		return nil, fmt.Errorf("-mode %q: want do or bulk", c.mode)
+	}
+	fmt.Fprintf(out, "%d tenants, %d writers of %d events at a time, %v per mode, synchronous=%s, ferry batch %d, delay %v\n\n",
+		c.tenants, c.writers, c.bulk, c.duration, c.sync, c.batch, c.delay)
 	var results []result
-	for _, mode := range []string{"unbatched", "ferry"} {
+	for _, mode := range modes {
 		r, err := runMode(c, mode)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", mode, err)
@@ -168,14 +184,18 @@ func runMode(c config, mode string) (result, error) {
 	defer t.close()
 	r := result{mode: mode}
 	var mu sync.Mutex // guards r.txs and r.batchSizes
-	write := func(ctx context.Context, e event) error {
-		mu.Lock()
-		r.txs++
-		mu.Unlock()
-		_, err := t.dbs[e.tenant].ExecContext(ctx, insert, e.writer, e.seq, payload(e))
-		return err
+	write := func(ctx context.Context, es []event) error { // one transaction per event
+		for _, e := range es {
+			mu.Lock()
+			r.txs++
+			mu.Unlock()
+			if _, err := t.dbs[e.tenant].ExecContext(ctx, insert, e.writer, e.seq, payload(e)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	if mode == "ferry" {
+	if mode != "unbatched" {
 		f, err := ferry.New(func(ctx context.Context, tenant int, events []event) ([]struct{}, error) {
 			mu.Lock()
 			r.txs++
@@ -187,14 +207,18 @@ func runMode(c config, mode string) (result, error) {
 			MaxBatchSize:       c.batch,
 			MaxBatchDelay:      c.delay,
 			MaxInFlightBatches: c.tenants, // every tenant may write at once
-			MaxQueued:          c.writers, // room for every writer: nobody is rejected
+			MaxQueued:          c.writers * c.bulk, // room for every writer: nobody is rejected
 		})
 		if err != nil {
 			return r, err
 		}
 		defer f.Close()
-		write = func(ctx context.Context, e event) error {
-			_, err := f.Do(ctx, e)
+		write = func(ctx context.Context, es []event) error {
+			if len(es) == 1 {
+				_, err := f.Do(ctx, es[0])
+				return err
+			}
+			_, err := f.DoMany(ctx, es) // one admission; the events join their tenants' lanes at once
 			return err
 		}
 	}
@@ -210,16 +234,21 @@ func runMode(c config, mode string) (result, error) {
 	stopProgress := count.show(c.progress, mode, start)
 	for w := range c.writers {
 		done.Go(func() {
-			for seq := 0; ctx.Err() == nil; seq++ {
-				e := event{tenant: (w + seq) % c.tenants, writer: w, seq: seq}
+			es := make([]event, c.bulk)
+			for seq := 0; ctx.Err() == nil; seq += c.bulk {
+				for i := range es {
+					es[i] = event{tenant: (w + seq + i) % c.tenants, writer: w, seq: seq + i}
+				}
 				t0 := time.Now()
-				if err := write(context.WithoutCancel(ctx), e); err != nil {
+				if err := write(context.WithoutCancel(ctx), es); err != nil {
 					errs <- err
 					return
 				}
-				lat[w] = append(lat[w], time.Since(t0))
-				acked[w] = append(acked[w], seq)
-				count.add()
+				for i := range es {
+					lat[w] = append(lat[w], time.Since(t0))
+					acked[w] = append(acked[w], seq+i)
+					count.add()
+				}
 			}
 		})
 	}
@@ -349,8 +378,8 @@ func report(w io.Writer, rs []result) {
 	}
 	if len(rs) == 2 && rs[0].events > 0 {
 		a, b := rs[0], rs[1]
-		fmt.Fprintf(w, "\nferry: %.1fx the events/s with %.1fx fewer transactions; every acknowledged event is in its tenant's database: %v\n",
-			(float64(b.events)/b.elapsed.Seconds())/(float64(a.events)/a.elapsed.Seconds()),
+		fmt.Fprintf(w, "\n%s: %.1fx the events/s with %.1fx fewer transactions; every acknowledged event is in its tenant's database: %v\n",
+			b.mode, (float64(b.events)/b.elapsed.Seconds())/(float64(a.events)/a.elapsed.Seconds()),
 			float64(a.txs)/float64(max(b.txs, 1)), a.lost+b.lost+a.dups+b.dups == 0)
 	}
 }

@@ -35,9 +35,35 @@ func TestBothModesKeepEveryEvent(t *testing.T) {
 	}
 }
 
+func TestBulkModeKeepsEveryEvent(t *testing.T) {
+	var out strings.Builder
+	rs, err := run(config{tenants: 4, writers: 8, duration: 300 * time.Millisecond, batch: 64, delay: time.Millisecond,
+		sync: "normal", mode: "bulk", bulk: 16, progress: io.Discard}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[1].mode != "ferry-bulk" {
+		t.Fatalf("results %+v", rs)
+	}
+	for _, r := range rs {
+		if r.events == 0 || r.events%16 != 0 || r.lost != 0 || r.dups != 0 || r.rows != r.events {
+			t.Errorf("%s: %d acknowledged, %d rows, %d lost, %d duplicated", r.mode, r.events, r.rows, r.lost, r.dups)
+		}
+	}
+	if f := rs[1]; f.txs*4 > f.events {
+		t.Errorf("ferry-bulk: %d transactions for %d events, want batches of 4 or more", f.txs, f.events)
+	}
+	if !strings.Contains(out.String(), "of 16 events at a time") {
+		t.Errorf("the table does not say the bulk size:\n%s", out.String())
+	}
+}
+
 func TestBadFlags(t *testing.T) {
 	if _, err := run(config{tenants: 1, writers: 1, duration: time.Second, batch: 1, sync: "sometimes", progress: io.Discard}, io.Discard); err == nil {
 		t.Error("no error for -sync sometimes")
+	}
+	if _, err := run(config{tenants: 1, writers: 1, duration: time.Second, batch: 1, sync: "full", mode: "many", progress: io.Discard}, io.Discard); err == nil {
+		t.Error("no error for -mode many")
 	}
 	if _, err := run(config{sync: "full", progress: io.Discard}, io.Discard); err == nil {
 		t.Error("no error for zero tenants")
