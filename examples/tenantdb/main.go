@@ -183,7 +183,7 @@ func runMode(c config, mode string) (result, error) {
 	}
 	defer t.close()
 	r := result{mode: mode}
-	var mu sync.Mutex // guards r.txs and r.batchSizes
+	var mu sync.Mutex                                      // guards r.txs and r.batchSizes
 	write := func(ctx context.Context, es []event) error { // one transaction per event
 		for _, e := range es {
 			mu.Lock()
@@ -206,7 +206,7 @@ func runMode(c config, mode string) (result, error) {
 			Key:                func(e event) int { return e.tenant },
 			MaxBatchSize:       c.batch,
 			MaxBatchDelay:      c.delay,
-			MaxInFlightBatches: c.tenants, // every tenant may write at once
+			MaxInFlightBatches: c.tenants,          // every tenant may write at once
 			MaxQueued:          c.writers * c.bulk, // room for every writer: nobody is rejected
 		})
 		if err != nil {
