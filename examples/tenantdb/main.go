@@ -183,8 +183,9 @@ func runMode(c config, mode string) (result, error) {
 	}
 	defer t.close()
 	r := result{mode: mode}
-	var mu sync.Mutex                                      // guards r.txs and r.batchSizes
-	write := func(ctx context.Context, es []event) error { // one transaction per event
+	var mu sync.Mutex // guards r.txs and r.batchSizes
+	// Unbatched, each event is a transaction of its own.
+	write := func(ctx context.Context, es []event) error {
 		for _, e := range es {
 			mu.Lock()
 			r.txs++
