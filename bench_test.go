@@ -390,6 +390,28 @@ func BenchmarkWaiting(b *testing.B) {
 		}
 		b.ReportMetric(0, "ns/op")
 	})
+	b.Run("submit", func(b *testing.B) {
+		for b.Loop() {
+			f, err := New(echo, Config[int, int]{
+				Key: func(v int) int { return v % keys }, MaxBatchDelay: time.Hour, MaxQueued: n,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			before := heap()
+			for i := range n {
+				if err := f.Submit(context.Background(), i, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			waiting := heap() - before
+			if err := f.Shutdown(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(waiting)/n, "B/input")
+		}
+		b.ReportMetric(0, "ns/op")
+	})
 }
 
 // park starts n goroutines blocked in a select, and returns the heap they

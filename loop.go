@@ -61,10 +61,9 @@ type waiter[K comparable, I, O any] struct {
 	stop func() bool    // Submit whose ctx can end: stops watching it
 	drop chan result[O] // Submit whose ctx ended: the loop's word on its drop
 	g    *group[K, I, O]
-	i    int // its index in g
+	i    int // DoMany: its index in g; Submit, loop-owned: the number of its drop, for Flush
 
-	seen, withdrawn bool   // loop-owned, Submit: its admission was handled; its drop came first
-	mark            uint64 // loop-owned, Submit: the drop's number, for Flush
+	seen, withdrawn bool // loop-owned, Submit: its admission was handled; its drop came first
 }
 
 // group is one DoMany in progress: its inputs, and where their answers go.
@@ -309,7 +308,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 	case opNotified:
 		l.notify--
 		if w := m.w; w != nil {
-			l.count(l.round != nil && (w.mark <= l.round.drops || w.tk.seq <= l.round.seq))
+			l.count(l.round != nil && (uint64(w.i) <= l.round.drops || w.tk.seq <= l.round.seq))
 		}
 	case opPanicked:
 		l.donePanics++
@@ -389,7 +388,7 @@ func (l *loop[K, I, O]) withdraw(w *waiter[K, I, O], now time.Time) {
 		w.withdrawn = true // submit answers both
 	case l.dropOne(w, now):
 		l.drops++
-		w.mark = l.drops
+		w.i = int(l.drops)
 		l.notify++
 		w.drop <- result[O]{err: errDropped}
 	default:
