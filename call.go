@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 )
 
 // This file runs user calls, off the loop: workers run batched calls, and a
@@ -23,11 +24,12 @@ func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
 		ins     []I   // reused: a Call must not keep its inputs
 		subs    []int // reused: the Submits of a batch
 		j       job[K, I, O]
-		running bool // a Call is running: neither returned nor panicked
+		start   time.Time // of the Call, with OnBatch
+		running bool      // a Call is running: neither returned nor panicked
 	)
 	defer func() {
 		if running {
-			f.finish(id, j, ins, nil, nil, errGoexit, subs[:0])
+			f.finish(id, j, ins, nil, nil, errGoexit, subs[:0], f.report(j, start))
 			go f.work(id, jobs)
 		}
 	}()
@@ -40,22 +42,30 @@ func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
 		for _, w := range j.batch {
 			ins = append(ins, w.in[0])
 		}
+		if f.onBatch != nil {
+			start = time.Now()
+		}
 		running = true
-		outs, errs, all := f.run(f.ctx, j.key, ins)
+		outs, errs, all := f.run(j.ctx, j.key, ins)
 		running = false
-		subs = f.finish(id, j, ins, outs, errs, all, subs[:0])
+		subs = f.finish(id, j, ins, outs, errs, all, subs[:0], f.report(j, start))
 	}
 	f.inc <- msg[K, I, O]{op: opExit}
 }
 
 // finish releases j's key, then answers its callers, so that their next Do
 // comes after the release: first the Do and DoMany callers, then the Submits'
-// done, in batch order. It returns subs, the buffer it used for the Submits.
-func (f *Ferry[K, I, O]) finish(id int, j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int) []int {
+// done, in batch order; then it gives OnBatch b. It returns subs, the buffer
+// it used for the Submits.
+func (f *Ferry[K, I, O]) finish(id int, j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K]) []int {
 	f.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)}
 	subs = reply(j.batch, outs, errs, all, subs)
 	for _, i := range subs {
 		f.notify(j.batch[i], pick(outs, errs, all, i))
+	}
+	if f.onBatch != nil {
+		b.Err = failure(errs, all)
+		f.tell(b)
 	}
 	if j.ack {
 		f.inc <- msg[K, I, O]{op: opAnswered, worker: int32(id)}
@@ -111,6 +121,45 @@ func (f *Ferry[K, I, O]) notify(w *waiter[K, I, O], r result[O]) {
 	done(r.out, r.err)
 }
 
+// report describes j's call, which started at start, as it ends: all but Err.
+// Without OnBatch it is empty and reads no clock.
+func (f *Ferry[K, I, O]) report(j job[K, I, O], start time.Time) Batch[K] {
+	if f.onBatch == nil {
+		return Batch[K]{}
+	}
+	b := Batch[K]{Key: j.key, Size: len(j.batch), Took: time.Since(start)}
+	oldest := start
+	for _, w := range j.batch {
+		b.Weight += w.weight // no wrap: take keeps a batch's weight within MaxInt64
+		if w.at.Before(oldest) {
+			oldest = w.at
+		}
+	}
+	b.Wait = start.Sub(oldest)
+	return b
+}
+
+// tell gives b to OnBatch, recovering a panic, which Stats counts.
+func (f *Ferry[K, I, O]) tell(b Batch[K]) {
+	defer func() {
+		if recover() != nil {
+			f.send(msg[K, I, O]{op: opPanicked, worker: 1})
+		}
+	}()
+	f.onBatch(b)
+}
+
+// failure is a call's error, as Batch.Err, from verdict's errs and all.
+func failure(errs Errors, all error) error {
+	switch {
+	case all != nil:
+		return all
+	case errs != nil:
+		return errs
+	}
+	return nil
+}
+
 // notifyAll calls the done of the Submits ws with err, for the loop, which
 // waits for it.
 func (f *Ferry[K, I, O]) notifyAll(ws []*waiter[K, I, O], err error) {
@@ -123,22 +172,43 @@ func (f *Ferry[K, I, O]) notifyAll(ws []*waiter[K, I, O], err error) {
 // direct makes the call for a claimed key on the caller's goroutine. Its
 // context carries the caller's values and ends with the caller's context or,
 // cancelled by the loop, with the ferry's close. The key is released when the
-// call is over, whatever happened in it.
-func (f *Ferry[K, I, O]) direct(ctx context.Context, w *waiter[K, I, O]) (out O, err error) {
+// call is over, whatever happened in it, and then OnBatch is told.
+func (f *Ferry[K, I, O]) direct(ctx context.Context, w *waiter[K, I, O]) (O, error) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	f.inc <- msg[K, I, O]{op: opStart, key: w.key, cancel: cancel}
+	released := false
 	defer func() {
-		cancel(nil)
-		f.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: direct}
+		if !released { // the Call ran runtime.Goexit
+			f.release(w.key, cancel)
+		}
 	}()
+	var start time.Time
+	if f.onBatch != nil {
+		start = time.Now()
+	}
 	outs, errs, all := f.run(cctx, w.key, w.in[:])
+	var took time.Duration
+	if f.onBatch != nil {
+		took = time.Since(start)
+	}
+	f.release(w.key, cancel)
+	released = true
+	if f.onBatch != nil {
+		f.tell(Batch[K]{Key: w.key, Size: 1, Weight: w.weight, Took: took, Err: failure(errs, all), Direct: true})
+	}
 	r := pick(outs, errs, all, 0)
 	return r.out, r.err
 }
 
-// run calls f.call and reads its verdict on ins. A panic in the call, or in
-// its error's Unwrap or As methods (which verdict calls, so inside the
-// recover), fails every input with a *PanicError.
+// release ends a direct call on key: its context, then its claim.
+func (f *Ferry[K, I, O]) release(key K, cancel context.CancelCauseFunc) {
+	cancel(nil)
+	f.inc <- msg[K, I, O]{op: opRelease, key: key, worker: direct}
+}
+
+// run calls f.call, with CallTimeout if set, and reads its verdict on ins. A
+// panic in the call, or in its error's Unwrap, As or Is methods (which verdict
+// and blame call, so inside the recover), fails every input with a *PanicError.
 func (f *Ferry[K, I, O]) run(ctx context.Context, key K, ins []I) (outs []O, errs Errors, all error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -147,9 +217,42 @@ func (f *Ferry[K, I, O]) run(ctx context.Context, key K, ins []I) (outs []O, err
 			outs, errs, all = nil, nil, &PanicError{Value: v, Stack: buf}
 		}
 	}()
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, f.timeout, ErrCallTimeout)
+		defer cancel()
+	}
 	outs, err := f.call(ctx, key, ins)
 	errs, all = verdict(outs, err, len(ins))
+	if err != nil && ctx.Err() != nil {
+		errs, all = blame(context.Cause(ctx), errs, all)
+	}
 	return outs, errs, all
+}
+
+// blame makes the errors of a call that failed after its context ended match
+// the cause, if the ferry ended it: ErrClosed, ErrCallTimeout or ErrAbandoned,
+// wrapped around each error. errs is copied: it is the Call's.
+func blame(cause error, errs Errors, all error) (Errors, error) {
+	switch cause {
+	case ErrClosed, ErrCallTimeout, ErrAbandoned:
+	default:
+		return errs, all
+	}
+	wrap := func(err error) error {
+		if err == nil || errors.Is(err, cause) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	if errs != nil {
+		e := make(Errors, len(errs))
+		for i, err := range errs {
+			e[i] = wrap(err)
+		}
+		errs = e
+	}
+	return errs, wrap(all)
 }
 
 // verdict reads a call's return for n inputs: errs, if not nil, holds each

@@ -20,7 +20,10 @@ import (
 )
 
 // Call runs one batch for one key and returns one output per input, in order.
-// Its context ends when the ferry closes, or a direct call's caller gives up.
+// A batched call's context carries no caller's values and has no deadline
+// unless CallTimeout; it ends on close (cause ErrClosed), after CallTimeout
+// (ErrCallTimeout) or, with CancelAbandoned, once every caller has gone
+// (ErrAbandoned). A direct call's context is its caller's, and ends on close too.
 // inputs is reused after it returns. [Errors] fails some inputs; a panic fails
 // all with a *PanicError. It must not call Close, Shutdown, or Do for its key.
 type Call[K comparable, I, O any] func(ctx context.Context, key K, inputs []I) ([]O, error)
@@ -39,6 +42,24 @@ type Config[K comparable, I any] struct {
 	MaxQueued          int           // inputs waiting across all keys; 0: DefaultMaxQueued
 	MaxQueuedWeight    int64         // their total weight; 0: no limit; < 0: invalid
 	DirectCalls        bool          // with MaxBatchDelay 0, an idle key's caller makes the call itself
+
+	OnBatch         func(Batch[K]) // nil: none. Called after every call, off the loop: see Batch
+	CallTimeout     time.Duration  // 0: none. A call's context ends this long after it starts (ErrCallTimeout); < 0: invalid
+	CancelAbandoned bool           // cancel a batched call (ErrAbandoned) once every caller of its batch has given up
+}
+
+// Batch describes one finished call, for Config.OnBatch, which runs on the
+// goroutine that made the call: after its callers are answered (Submits' done
+// too) and before a direct call's Do returns. A panic in OnBatch is recovered
+// and counted in Stats.OnBatchPanics; OnBatch must not call runtime.Goexit.
+type Batch[K comparable] struct {
+	Key    K
+	Size   int           // inputs in the call
+	Weight int64         // their total weight
+	Wait   time.Duration // from the oldest input's submission (its admission if MaxBatchDelay is 0) to the call's start; 0 if Direct
+	Took   time.Duration // the call's own duration
+	Err    error         // the call's error: nil, an Errors, or any other error
+	Direct bool          // a direct call, made by its caller
 }
 
 // Defaults for the zero fields of Config, and the most workers New accepts.
@@ -60,6 +81,11 @@ type Stats struct {
 	// up, batched calls started, keys claimed for a direct call, and Submits'
 	// done callbacks that panicked (the panic is recovered and dropped).
 	Admitted, Rejected, Dropped, Batches, DirectCalls, DonePanics uint64
+	// Since New: admitted inputs taken by batched calls; Rejected split by
+	// reason (they sum to it): the room held MaxQueued inputs, its weight
+	// would pass MaxQueuedWeight, or the inputs were heavier than the room
+	// can ever hold; and OnBatch calls that panicked (recovered and dropped).
+	Taken, RejectedFull, RejectedWeight, RejectedHeavy, OnBatchPanics uint64
 }
 
 // Errors lets a Call fail some inputs and not others: return it as the error, one entry per input;
@@ -121,8 +147,16 @@ var (
 	// or weight, or when the input is heavier than the room can ever hold.
 	ErrRejected = errors.New("ferry: rejected")
 	// ErrClosed is returned by Do after Close or during Shutdown, and is the
-	// cause of a call's context when the ferry closes.
+	// cause of a call's context when the ferry closes. A call that fails once
+	// its context has ended so gives each failed input an error that matches
+	// it, with the call's own error still in the chain.
 	ErrClosed = errors.New("ferry: closed")
+	// ErrCallTimeout is the cause of a call's context after Config.CallTimeout;
+	// a call that then fails gives inputs errors that match it, as ErrClosed.
+	ErrCallTimeout = errors.New("ferry: call timed out")
+	// ErrAbandoned is the cause of a batched call's context once every caller
+	// of its batch has given up, with Config.CancelAbandoned; as ErrClosed.
+	ErrAbandoned = errors.New("ferry: every caller gave up")
 )
 
 // Ferry batches calls per key. Create one with New; its zero value is not
@@ -135,6 +169,11 @@ type Ferry[K comparable, I, O any] struct {
 	weight func(I) int64
 	rank   func(I) int64
 	lim    limits
+
+	onBatch         func(Batch[K])
+	timeout         time.Duration // Config.CallTimeout
+	cancelAbandoned bool
+
 	pool   sync.Pool // of *waiter whose reply channel is empty and will stay so
 	groups sync.Pool // of *group that no one else holds
 
@@ -166,6 +205,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		{"MaxInFlightBatches", int64(cfg.MaxInFlightBatches)},
 		{"MaxQueued", int64(cfg.MaxQueued)},
 		{"MaxQueuedWeight", cfg.MaxQueuedWeight},
+		{"CallTimeout", int64(cfg.CallTimeout)},
 	} {
 		if c.v < 0 {
 			return nil, fmt.Errorf("ferry: Config.%s is negative: %d", c.name, c.v)
@@ -191,8 +231,13 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		weight: cfg.Weight,
 		rank:   cfg.Rank,
 		lim:    lim,
-		inc:    make(chan msg[K, I, O], incSize),
-		done:   make(chan struct{}),
+
+		onBatch:         cfg.OnBatch,
+		timeout:         cfg.CallTimeout,
+		cancelAbandoned: cfg.CancelAbandoned,
+
+		inc:  make(chan msg[K, I, O], incSize),
+		done: make(chan struct{}),
 	}
 	f.pool.New = func() any { return &waiter[K, I, O]{c: make(chan result[O], 1)} }
 	f.ctx, f.cancel = context.WithCancelCause(context.WithValue(context.Background(), callKey{}, f))

@@ -176,6 +176,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"MaxInFlightBatches", func(c *Config[string, in]) { c.MaxInFlightBatches = -1 }},
 		{"MaxQueued", func(c *Config[string, in]) { c.MaxQueued = -1 }},
 		{"MaxQueuedWeight", func(c *Config[string, in]) { c.MaxQueuedWeight = -1 }},
+		{"CallTimeout", func(c *Config[string, in]) { c.CallTimeout = -1 }},
 	} {
 		cfg := inCfg
 		tc.set(&cfg)
@@ -202,7 +203,7 @@ func TestFullRoomRejectsAtOnce(t *testing.T) {
 		assert.ErrorContains(t, err, "3 inputs waiting (MaxQueued)")
 		assert.Equal(t, start, time.Now(), "rejection took no time")
 		pending(t, a)
-		assert.Equal(t, Stats{Queued: 3, Weight: 5, Lanes: 3, Admitted: 3, Rejected: 2}, h.f.Stats())
+		assert.Equal(t, Stats{Queued: 3, Weight: 5, Lanes: 3, Admitted: 3, Rejected: 2, RejectedFull: 1, RejectedWeight: 1}, h.f.Stats())
 		advance(time.Second)
 		assert.Equal(t, answer{10, nil}, got(t, a))
 		assert.Equal(t, answer{20, nil}, got(t, b))
@@ -218,6 +219,7 @@ func TestTooHeavyInputIsRejectedWithReason(t *testing.T) {
 		assert.ErrorIs(t, err, ErrRejected)
 		assert.ErrorContains(t, err, "input weight 11 is more than MaxQueuedWeight 10")
 		assert.Empty(t, h.seen(), "even as a direct call it never runs")
+		assert.Equal(t, Stats{Rejected: 1, RejectedHeavy: 1}, h.f.Stats())
 	})
 }
 
@@ -336,7 +338,7 @@ func TestOneCallPerKeyWhileInputsJoin(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, answer{20, nil}, got(t, b))
 		assert.Equal(t, answer{30, nil}, got(t, c))
-		assert.Equal(t, Stats{Admitted: 3, Batches: 2}, h.f.Stats(), "the lane is gone once empty and idle")
+		assert.Equal(t, Stats{Admitted: 3, Batches: 2, Taken: 3}, h.f.Stats(), "the lane is gone once empty and idle")
 	})
 }
 
@@ -632,7 +634,7 @@ func TestClose(t *testing.T) {
 		assert.Equal(t, start, time.Now())
 		_, err := h.f.Do(ctx, in{Key: "a"})
 		assert.ErrorIs(t, err, ErrClosed)
-		assert.Equal(t, Stats{Admitted: 4, Batches: 2}, h.f.Stats(), "the final snapshot")
+		assert.Equal(t, Stats{Admitted: 4, Batches: 2, Taken: 2}, h.f.Stats(), "the final snapshot")
 		assert.NoError(t, h.f.Close())
 	})
 }
@@ -741,7 +743,7 @@ func TestSubmit(t *testing.T) {
 		assert.Empty(t, a, "and only once")
 		require.NoError(t, h.f.Submit(context.Background(), in{Key: "b", ID: 2}, nil), "done may be nil")
 		advance(time.Second)
-		assert.Equal(t, Stats{Admitted: 2, Batches: 2}, h.f.Stats())
+		assert.Equal(t, Stats{Admitted: 2, Batches: 2, Taken: 2}, h.f.Stats())
 	})
 }
 
@@ -760,7 +762,7 @@ func TestSubmitNeverMakesADirectCall(t *testing.T) {
 		require.NoError(t, <-done)
 		require.Len(t, ctxs, 1)
 		assert.Equal(t, f, ctxs[0].Value(callKey{}), "a batched call, on a worker")
-		assert.Equal(t, Stats{Admitted: 1, Batches: 1}, f.Stats())
+		assert.Equal(t, Stats{Admitted: 1, Batches: 1, Taken: 1}, f.Stats())
 	})
 }
 
@@ -783,7 +785,7 @@ func TestSubmitRefusals(t *testing.T) {
 		assert.ErrorIs(t, err, ErrClosed)
 		synctest.Wait()
 		assert.Empty(t, b, "no done for what was not admitted")
-		assert.Equal(t, Stats{Admitted: 1, Rejected: 1}, h.f.Stats())
+		assert.Equal(t, Stats{Admitted: 1, Rejected: 1, RejectedFull: 1}, h.f.Stats())
 	})
 }
 
@@ -826,7 +828,7 @@ func TestSubmitContextEndsAfterTaken(t *testing.T) {
 		h.hold <- struct{}{}
 		synctest.Wait()
 		assert.Equal(t, submitted{out: 10}, once(t, a))
-		assert.Equal(t, Stats{Admitted: 1, Batches: 1}, h.f.Stats())
+		assert.Equal(t, Stats{Admitted: 1, Batches: 1, Taken: 1}, h.f.Stats())
 	})
 }
 
@@ -884,7 +886,7 @@ func TestDoMany(t *testing.T) {
 		// a: 0, 2 (rank 0), 4, 6 (rank 0, 1, 0, 1 by i%4/2): 0 4 then 2 6.
 		assert.ElementsMatch(t, [][]int{{0, 4, 2, 6}, {1, 5, 3, 7}}, ids(h.seen()),
 			"full lanes go at once, in rank order, ties in slice order")
-		assert.Equal(t, Stats{Admitted: 8, Batches: 2}, h.f.Stats(), "no direct call")
+		assert.Equal(t, Stats{Admitted: 8, Batches: 2, Taken: 8}, h.f.Stats(), "no direct call")
 
 		outs, err = h.f.DoMany(context.Background(), nil)
 		assert.NoError(t, err)
@@ -913,7 +915,8 @@ func TestDoManyIsAllOrNone(t *testing.T) {
 		assert.ErrorContains(t, err, "input weight 11 is more than MaxQueuedWeight 10")
 		_, err = h.f.DoMany(ctx, []in{{Key: "b", W: 1}, {Key: "c", W: -1}})
 		assert.ErrorContains(t, err, "negative weight -1 (input 1)")
-		assert.Equal(t, Stats{Queued: 1, Weight: 1, Lanes: 1, Admitted: 1, Rejected: 4 + 5 + 2 + 2}, h.f.Stats(),
+		assert.Equal(t, Stats{Queued: 1, Weight: 1, Lanes: 1, Admitted: 1, Rejected: 4 + 5 + 2 + 2,
+			RejectedFull: 4 + 5, RejectedWeight: 2, RejectedHeavy: 2}, h.f.Stats(),
 			"none of them admitted, every one counted")
 		advance(time.Second)
 		assert.Equal(t, answer{10, nil}, got(t, a))

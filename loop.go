@@ -25,7 +25,7 @@ const (
 	opRelease             // from a worker or a direct call: m.key's call is over
 	opAnswered            // from a worker: it has answered a job that asked for it (a Flush)
 	opNotified            // from a goroutine that called Submits' done: it has finished
-	opPanicked            // a Submit's done panicked
+	opPanicked            // a Submit's done panicked, or OnBatch (m.worker 1)
 	opExit                // from a worker: it has gone
 	opStats               // from Stats: reply on m.stats
 	opFlush               // from Flush: m.cancel is its reply
@@ -98,12 +98,14 @@ var (
 	errWithdrawn = errors.New("ferry: input withdrawn")               // to a Submit whose drop came first
 )
 
-// job is a batch for a worker. With ack set the worker sends opAnswered once
-// it has answered the batch; an empty batch asks for that alone.
+// job is a batch for a worker, and its call's context. With ack set the
+// worker sends opAnswered once it has answered the batch; an empty batch asks
+// for that alone.
 type job[K comparable, I, O any] struct {
 	key   K
 	batch []*waiter[K, I, O]
 	ack   bool
+	ctx   context.Context
 }
 
 // worker is the loop's handle on one worker goroutine. The loop fills its
@@ -114,7 +116,18 @@ type worker[K comparable, I, O any] struct {
 	bufs [2][]*waiter[K, I, O]
 	flip int
 	owed []owed // acks to come, in order
+
+	// With CancelAbandoned, while a batch is in flight: its tag (see flying),
+	// its inputs whose callers have not given up, and how to cancel its call.
+	tag    uint64
+	live   int
+	cancel context.CancelCauseFunc
 }
+
+// flying is the ticket of an input in batch n, taken by worker id, with
+// CancelAbandoned: once taken an input's ticket is the loop's, and this one
+// names no waiting input, as seqs never reach 1<<63.
+func flying(id int, n uint64) ticket { return ticket{rank: int64(id), seq: 1<<63 | n} }
 
 // owed is an ack a worker owes a Flush round: n of its inputs.
 type owed struct {
@@ -157,11 +170,13 @@ type loop[K comparable, I, O any] struct {
 	drops    uint64                    // Submits dropped
 	notify   int                       // goroutines calling Submits' done that the loop waits for
 
+	stamp   bool // OnBatch with zero delay: the loop stamps an input's admission time
 	closing bool // drained, calls cancelled: ending once busy is 0
 	stopped bool // worker channels closed
 	exited  int  // workers gone
 
-	admitted, rejected, dropped, batches, directCalls, donePanics uint64
+	admitted, rejected, dropped, batches, directCalls, donePanics     uint64
+	taken, rejectedFull, rejectedWeight, rejectedHeavy, onBatchPanics uint64
 
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
@@ -174,6 +189,7 @@ func newLoop[K comparable, I, O any](f *Ferry[K, I, O], workers int, origin time
 		workers: make([]worker[K, I, O], workers),
 		alarm:   newAlarm(),
 		directs: make(map[K]call),
+		stamp:   f.onBatch != nil && f.lim.delay == 0,
 		errFull: fmt.Errorf("%w: %d inputs waiting (MaxQueued)", ErrRejected, f.lim.queued),
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, f.lim.queuedWeight),
@@ -223,10 +239,10 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	l.turn(now)
 }
 
-// now is the time, read only when deadlines exist: with zero delay the core
-// never looks at it.
+// now is the time, read only when deadlines exist or the loop stamps
+// admissions: with zero delay the core never looks at it.
 func (l *loop[K, I, O]) now() time.Time {
-	if l.f.lim.delay == 0 {
+	if l.f.lim.delay == 0 && !l.stamp {
 		return time.Time{}
 	}
 	return time.Now()
@@ -237,6 +253,9 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 	switch m.op {
 	case opAdmit:
 		w := m.w
+		if l.stamp {
+			w.at = now
+		}
 		if w.done != nil {
 			l.submit(w, now)
 			return
@@ -269,6 +288,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			w.c <- result[O]{err: errDropped} // it had no answer: w.c is empty
 			return
 		}
+		l.gaveUp(w)
 		select {
 		case w.c <- result[O]{err: errKept}:
 		default: // w.c holds its answer, which says enough
@@ -280,6 +300,8 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			if w := &g.ws[i]; l.dropOne(w, now) {
 				g.dropped++
 				l.count(w.tk.seq <= l.flushed())
+			} else {
+				l.gaveUp(w)
 			}
 		}
 		g.c <- 0
@@ -297,6 +319,10 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			l.directs = shrink(l.directs, &l.dpeak)
 		} else {
 			l.idle = append(l.idle, int(m.worker))
+			if wk := &l.workers[m.worker]; wk.cancel != nil {
+				wk.cancel(nil) // the call is over: free its context
+				wk.tag, wk.live, wk.cancel = 0, 0, nil
+			}
 		}
 	case opAnswered:
 		wk := &l.workers[m.worker]
@@ -311,7 +337,11 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			l.count(l.round != nil && (uint64(w.i) <= l.round.drops || w.tk.seq <= l.round.seq))
 		}
 	case opPanicked:
-		l.donePanics++
+		if m.worker == 1 {
+			l.onBatchPanics++
+		} else {
+			l.donePanics++
+		}
 	case opFlush:
 		if l.closing {
 			m.cancel(ErrClosed)
@@ -342,6 +372,14 @@ func (l *loop[K, I, O]) refusal(o outcome, n int, heaviest int64) error {
 	}
 	l.rejected += uint64(n)
 	lim := l.f.lim
+	switch {
+	case o == rejectedHeavy:
+		l.rejectedHeavy += uint64(n)
+	case n > lim.queued-l.st.queued:
+		l.rejectedFull += uint64(n)
+	default:
+		l.rejectedWeight += uint64(n)
+	}
 	switch {
 	case o == rejectedHeavy && lim.queuedWeight > 0 && heaviest > lim.queuedWeight:
 		return fmt.Errorf("%w: input weight %d is more than MaxQueuedWeight %d", ErrRejected, heaviest, lim.queuedWeight)
@@ -392,7 +430,24 @@ func (l *loop[K, I, O]) withdraw(w *waiter[K, I, O], now time.Time) {
 		l.notify++
 		w.drop <- result[O]{err: errDropped}
 	default:
+		l.gaveUp(w)
 		w.drop <- result[O]{err: errKept}
+	}
+}
+
+// gaveUp counts down the batch in flight that holds w, whose caller has given
+// up, and cancels its call once no caller is left, with CancelAbandoned. w
+// may be in no batch, or in one that is over.
+func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
+	if w.tk.seq < 1<<63 {
+		return // not flying: still waiting, or CancelAbandoned is off
+	}
+	wk := &l.workers[w.tk.rank]
+	if wk.tag != w.tk.seq {
+		return // its batch is over
+	}
+	if wk.live--; wk.live == 0 {
+		wk.cancel(ErrAbandoned) // only the ferry's contexts: no user code
 	}
 }
 
@@ -403,6 +458,9 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], now time.Time) {
 	} else {
 		for i := range g.ws {
 			w := &g.ws[i]
+			if l.stamp {
+				w.at = now
+			}
 			w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
 		}
 		l.admitted += uint64(len(g.ws))
@@ -478,7 +536,8 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		wk.bufs[wk.flip] = batch
 		wk.flip ^= 1
 		l.batches++
-		j := job[K, I, O]{key: key, batch: batch}
+		l.taken += uint64(len(batch))
+		j := job[K, I, O]{key: key, batch: batch, ctx: l.f.ctx}
 		if r := l.round; r != nil {
 			n := 0
 			for _, w := range batch {
@@ -488,6 +547,13 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 			}
 			if j.ack = n > 0; j.ack {
 				wk.owed = append(wk.owed, owed{r.id, n})
+			}
+		}
+		if l.f.cancelAbandoned { // after the round's look at the tickets
+			j.ctx, wk.cancel = context.WithCancelCause(l.f.ctx) // the ferry's: no user code
+			wk.tag, wk.live = flying(id, l.batches).seq, len(batch)
+			for _, w := range batch {
+				w.tk = flying(id, l.batches)
 			}
 		}
 		wk.jobs <- j
@@ -589,5 +655,11 @@ func (l *loop[K, I, O]) stats() Stats {
 		Batches:     l.batches,
 		DirectCalls: l.directCalls,
 		DonePanics:  l.donePanics,
+
+		Taken:          l.taken,
+		RejectedFull:   l.rejectedFull,
+		RejectedWeight: l.rejectedWeight,
+		RejectedHeavy:  l.rejectedHeavy,
+		OnBatchPanics:  l.onBatchPanics,
 	}
 }
