@@ -32,6 +32,36 @@ type ferryRun struct {
 	calls   int
 	inCalls int
 	bad     []string
+
+	owner     map[int]int  // by input id, the id of the caller whose context it has
+	cancelled map[int]bool // by owner, contexts cancelled
+	made      map[made]int // calls made and not yet reported to OnBatch
+	silent    int          // direct calls that ran Goexit: OnBatch never hears of them
+}
+
+// made is what OnBatch should report of a call.
+type made struct {
+	key    string
+	size   int
+	weight int64
+	direct bool
+}
+
+// onBatch checks that a report is of a call made, and is told off the loop.
+func (r *ferryRun) onBatch(b Batch[any]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fn := onLoop(); fn != "" {
+		r.fail("OnBatch ran on the loop, in %s", fn)
+	}
+	key, _ := b.Key.(string)
+	m := made{key, b.Size, b.Weight, b.Direct}
+	if r.made[m]--; r.made[m] < 0 {
+		r.fail("OnBatch told of a call never made: %+v", b)
+	}
+	if b.Wait < 0 || b.Took < 0 || b.Direct && b.Wait != 0 {
+		r.fail("OnBatch: %+v", b)
+	}
 }
 
 func (r *ferryRun) fail(format string, args ...any) {
@@ -76,6 +106,8 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	if lim := r.cfg.MaxBatchWeight; lim > 0 && len(ins) > 1 && (w > lim || w < 0) {
 		r.fail("batch %v weighs %d, limit %d", ins, w, lim)
 	}
+	direct := ctx.Value(callKey{}) == nil // a batched call's context holds its ferry
+	r.made[made{key, len(ins), w, direct}]++
 	mode := r.modes[ins[0].ID]
 	r.mu.Unlock()
 	defer func() {
@@ -86,11 +118,29 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	select {
 	case <-time.After(time.Duration(mode/4) * time.Millisecond):
 	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+		cause := context.Cause(ctx)
+		r.mu.Lock()
+		switch {
+		case cause == ErrCallTimeout && r.cfg.CallTimeout == 0:
+			r.fail("a call timed out with no CallTimeout")
+		case cause == ErrAbandoned && (!r.cfg.CancelAbandoned || direct):
+			r.fail("a call abandoned without CancelAbandoned, or a direct one")
+		case cause == ErrAbandoned:
+			for _, x := range ins {
+				if !r.cancelled[r.owner[x.ID]] {
+					r.fail("a call abandoned while input %d's caller waits", x.ID)
+				}
+			}
+		}
+		r.mu.Unlock()
+		return nil, cause
 	}
 	if mode >= 16 {
 		r.mu.Lock()
 		r.exited[ins[0].ID] = true
+		if direct {
+			r.silent++
+		}
 		r.mu.Unlock()
 		runtime.Goexit()
 	}
@@ -243,7 +293,14 @@ func runFerry(t *testing.T, data []byte) {
 	cfg.MaxQueued = 1 + b.next()%8
 	cfg.MaxQueuedWeight = small(b.next(), 13)
 	cfg.DirectCalls = b.next()%2 == 1
-	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{}}
+	opts := b.next()
+	cfg.CancelAbandoned = opts&1 == 1
+	cfg.CallTimeout = []time.Duration{0, 2 * time.Millisecond, 1, math.MaxInt64}[opts>>1&3]
+	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{},
+		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}}
+	if opts&8 == 0 {
+		cfg.OnBatch = r.onBatch
+	}
 	f, err := New(r.call, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -262,6 +319,7 @@ func runFerry(t *testing.T, data []byte) {
 		x := in{Key: key, ID: id, W: small(b.next(), 5), R: int64(b.next() % 3)}
 		r.mu.Lock()
 		r.modes[id] = b.next() % 20 // see call
+		r.owner[id] = id
 		r.mu.Unlock()
 		parent, cancel := context.WithCancel(context.Background())
 		var ctx context.Context = parent
@@ -291,6 +349,9 @@ func runFerry(t *testing.T, data []byte) {
 			for range b.next() % 3 {
 				x, _ := input(doMany, false)
 				x.cancel = c.cancel
+				r.mu.Lock()
+				r.owner[x.x.ID] = c.x.ID
+				r.mu.Unlock()
 				cs = append(cs, x)
 			}
 			go many(f, ctx, cs)
@@ -307,7 +368,11 @@ func runFerry(t *testing.T, data []byte) {
 			}()
 		case 3: // a caller gives up
 			if len(callers) > 0 {
-				callers[b.next()%len(callers)].cancel()
+				c := callers[b.next()%len(callers)]
+				r.mu.Lock()
+				r.cancelled[r.owner[c.x.ID]] = true
+				r.mu.Unlock()
+				c.cancel()
 			}
 		case 4, 5: // time passes
 			time.Sleep(time.Duration(b.next()%4) * time.Millisecond)
@@ -380,7 +445,14 @@ func runFerry(t *testing.T, data []byte) {
 			c.a = <-c.c // every caller has its answer once Close returns
 		}
 		c.cancel()
-		checkAnswer(t, c, r.exited)
+		checkAnswer(t, c, r.exited, cfg)
+	}
+	left := 0
+	for _, n := range r.made {
+		left += n
+	}
+	if cfg.OnBatch != nil && left != r.silent {
+		t.Fatalf("OnBatch not told of %d calls, %d of them direct calls that ran Goexit: %v", left, r.silent, r.made)
 	}
 	synctest.Wait()
 	for _, fl := range flushes {
@@ -427,7 +499,7 @@ func checkFlushes(t *testing.T, flushes []flushing, callers []*fuzzCaller) []flu
 
 // checkAnswer verifies what one Do returned: the right output, or an error
 // the schedule could have caused.
-func checkAnswer(t *testing.T, c *fuzzCaller, exited map[int]bool) {
+func checkAnswer(t *testing.T, c *fuzzCaller, exited map[int]bool, cfg Config[any, in]) {
 	var p *PanicError
 	bad := strings.Contains("nuz", c.x.Key)
 	switch err := c.a.err; {
@@ -439,7 +511,8 @@ func checkAnswer(t *testing.T, c *fuzzCaller, exited map[int]bool) {
 			t.Fatalf("input %d got %d", c.x.ID, c.a.out)
 		}
 	case errors.Is(err, ErrRejected), errors.Is(err, ErrClosed), errors.Is(err, errFuzzCall),
-		errors.As(err, &p), errors.Is(err, context.Canceled), errors.Is(err, errGoexit):
+		errors.As(err, &p), errors.Is(err, context.Canceled), errors.Is(err, errGoexit),
+		errors.Is(err, ErrCallTimeout) && cfg.CallTimeout > 0, errors.Is(err, ErrAbandoned) && cfg.CancelAbandoned:
 	case errors.Is(err, errCallerGone):
 		if !exited[c.x.ID] {
 			t.Fatalf("input %d: Do did not return, yet its call did not run Goexit", c.x.ID)
@@ -461,15 +534,15 @@ func FuzzFerry(f *testing.F) {
 
 var ferrySeeds = [][]byte{
 	// batch 2, delay 1ms, 2 workers, room 4: inputs, time, a cancellation
-	{1, 0, 1, 1, 3, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 4, 0, 2, 0, 2, 5, 3, 3, 1, 4, 1, 7, 0, 2, 2, 1, 4, 3},
+	{1, 0, 1, 1, 3, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 4, 0, 2, 0, 2, 5, 3, 3, 1, 4, 1, 7, 0, 2, 2, 1, 4, 3},
 	// direct calls, zero delay, failing and panicking calls, then Close
-	{2, 3, 0, 0, 7, 0, 1, 0, 1, 0, 1, 1, 1, 0, 2, 1, 2, 2, 2, 0, 3, 3, 4, 2, 6, 0, 0, 4, 3},
+	{2, 3, 0, 0, 7, 0, 1, 0, 0, 1, 0, 1, 1, 1, 0, 2, 1, 2, 2, 2, 0, 3, 3, 4, 2, 6, 0, 0, 4, 3},
 	// weights near the limits, Shutdown with a short deadline
-	{3, 4, 2, 2, 5, 9, 0, 0, 1, 3, 0, 4, 1, 0, 2, 2, 1, 0, 1, 4, 2, 4, 4, 3, 7, 6, 0, 1, 3},
+	{3, 4, 2, 2, 5, 9, 0, 0, 0, 1, 3, 0, 4, 1, 0, 2, 2, 1, 0, 1, 4, 2, 4, 4, 3, 7, 6, 0, 1, 3},
 	// long calls, many cancellations, Close while calls are in flight
-	{0, 0, 1, 0, 7, 0, 0, 0, 0, 0, 12, 0, 1, 0, 0, 13, 3, 0, 3, 1, 4, 1, 0, 2, 1, 1, 14, 6, 0, 0, 4},
+	{0, 0, 1, 0, 7, 0, 0, 0, 0, 0, 0, 12, 0, 1, 0, 0, 13, 3, 0, 3, 1, 4, 1, 0, 2, 1, 1, 14, 6, 0, 0, 4},
 	// direct calls: a runs, a waits and its batch runs Goexit, b's direct call runs Goexit; a again
-	{0, 0, 0, 0, 3, 0, 1, 0, 0, 1, 0, 5, 0, 0, 1, 0, 16, 0, 1, 1, 0, 16, 4, 2, 0, 0, 1, 0, 0, 4, 3},
+	{0, 0, 0, 0, 3, 0, 1, 0, 0, 0, 1, 0, 5, 0, 0, 1, 0, 16, 0, 1, 1, 0, 16, 4, 2, 0, 0, 1, 0, 0, 4, 3},
 	// batch 2, delay 1ms, 2 workers: a batch that runs Goexit, then a batch that does not
-	{1, 0, 1, 1, 3, 0, 0, 0, 0, 1, 0, 16, 0, 0, 1, 0, 0, 4, 2, 0, 0, 1, 0, 0, 4, 2},
+	{1, 0, 1, 1, 3, 0, 0, 0, 0, 0, 1, 0, 16, 0, 0, 1, 0, 0, 4, 2, 0, 0, 1, 0, 0, 4, 2},
 }
