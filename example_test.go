@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"time"
@@ -90,8 +92,8 @@ func ExampleErrors() {
 	// 10 5 <nil> false
 }
 
-// Shutdown runs what waits at once, without waiting for deadlines, and then
-// refuses new inputs.
+// Shutdown refuses new inputs at once, then runs what waits without waiting
+// for deadlines, and closes the ferry.
 func ExampleFerry_Shutdown() {
 	echo := func(ctx context.Context, _ string, ins []string) ([]string, error) { return ins, nil }
 	f, err := ferry.New(echo, ferry.Config[string, string]{
@@ -217,4 +219,49 @@ func ExampleFerry_DoMany() {
 	// acme/signup (batch of 2)
 	// globex/login (batch of 1)
 	// acme/login (batch of 2)
+}
+
+// An HTTP handler maps ferry's errors to statuses: a full room or a closing
+// ferry is 503, so the client retries later or elsewhere; a client that went
+// away gets nothing, since no one reads the answer.
+func ExampleErrRejected() {
+	lookup := func(ctx context.Context, _ string, ins []string) ([]int, error) {
+		outs := make([]int, len(ins))
+		for i, s := range ins {
+			outs[i] = len(s)
+		}
+		return outs, nil
+	}
+	f, err := ferry.New(lookup, ferry.Config[string, string]{
+		Key:           func(s string) string { return s },
+		MaxQueued:     1,
+		MaxBatchDelay: time.Hour,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		n, err := f.Do(r.Context(), r.URL.Query().Get("q"))
+		switch {
+		case errors.Is(err, ferry.ErrRejected), errors.Is(err, ferry.ErrClosed):
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		case errors.Is(err, ferry.ErrCallTimeout):
+			http.Error(w, err.Error(), http.StatusGatewayTimeout)
+		case r.Context().Err() != nil: // the client went away
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		default:
+			fmt.Fprintln(w, n)
+		}
+	}
+	go f.Do(context.Background(), "waiting") // it waits an hour: the room of 1 is full
+	for f.Stats().Queued == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	rec := httptest.NewRecorder()
+	handler(rec, httptest.NewRequest("GET", "/?q=hello", nil))
+	fmt.Print(rec.Code, " ", rec.Body.String())
+	// Output: 503 ferry: rejected: 1 inputs waiting (MaxQueued)
 }

@@ -254,6 +254,10 @@ const incSize = 1024
 // that errors.Is ctx.Err(); the caller of a direct call waits for its call,
 // whose context ends with ctx). A full room is ErrRejected at once, a closed
 // ferry ErrClosed; a negative weight or a key unequal to itself is an error.
+//
+// Close answers a waiting Do with ErrClosed, and one whose call is in flight
+// with the call's answer, which, if the call fails once close has ended its
+// context, matches ErrClosed as well as the call's error. See Call for contexts.
 func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 	var zero O
 	if ctx.Err() != nil {
