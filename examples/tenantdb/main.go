@@ -36,6 +36,7 @@ type config struct {
 	mode     string // "do": unbatched against ferry's Do; "bulk": against DoMany
 	bulk     int    // events per DoMany in bulk mode
 	progress io.Writer
+	tty      bool // progress is a terminal: one line, redrawn in place
 }
 
 // event is one write: writer w's seq-th event for tenant.
@@ -67,6 +68,9 @@ func main() {
 	flag.IntVar(&c.bulk, "bulk", 32, "events per write in bulk mode")
 	flag.Parse()
 	c.progress = os.Stderr
+	if fi, err := os.Stderr.Stat(); err == nil {
+		c.tty = fi.Mode()&os.ModeCharDevice != 0
+	}
 	if _, err := run(c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "tenantdb:", err)
 		os.Exit(1)
@@ -183,7 +187,7 @@ func runMode(c config, mode string) (result, error) {
 	}
 	defer t.close()
 	r := result{mode: mode}
-	var mu sync.Mutex // guards r.txs and r.batchSizes
+	var mu sync.Mutex // guards r.txs and r.batchSizes, written by writers and OnBatch
 	// Unbatched, each event is a transaction of its own.
 	write := func(ctx context.Context, es []event) error {
 		for _, e := range es {
@@ -198,12 +202,14 @@ func runMode(c config, mode string) (result, error) {
 	}
 	if mode != "unbatched" {
 		f, err := ferry.New(func(ctx context.Context, tenant int, events []event) ([]struct{}, error) {
-			mu.Lock()
-			r.txs++
-			r.batchSizes = append(r.batchSizes, len(events))
-			mu.Unlock()
 			return make([]struct{}, len(events)), writeBatch(ctx, t.dbs[tenant], events)
 		}, ferry.Config[int, event]{
+			OnBatch: func(b ferry.Batch[int]) { // every call is one transaction
+				mu.Lock()
+				r.txs++
+				r.batchSizes = append(r.batchSizes, b.Size)
+				mu.Unlock()
+			},
 			Key:                func(e event) int { return e.tenant },
 			MaxBatchSize:       c.batch,
 			MaxBatchDelay:      c.delay,
@@ -232,7 +238,7 @@ func runMode(c config, mode string) (result, error) {
 	var done sync.WaitGroup
 	var count progressCount
 	start := time.Now()
-	stopProgress := count.show(c.progress, mode, start)
+	stopProgress := count.show(c.progress, c.tty, mode, start)
 	for w := range c.writers {
 		done.Go(func() {
 			es := make([]event, c.bulk)
@@ -319,18 +325,24 @@ type progressCount struct {
 
 func (p *progressCount) add() { p.c <- struct{}{} }
 
-// show prints a live progress line to w until the returned stop is called.
-func (p *progressCount) show(w io.Writer, mode string, start time.Time) (stop func()) {
+// show prints progress to w until the returned stop is called: on a terminal
+// one line redrawn every 200 ms, else one line per second, so that a log
+// holds no carriage returns.
+func (p *progressCount) show(w io.Writer, tty bool, mode string, start time.Time) (stop func()) {
+	every, cr, nl := time.Second, "", "\n"
+	if tty {
+		every, cr, nl = 200*time.Millisecond, "\r", ""
+	}
 	p.c = make(chan struct{}, 4096)
 	quit, gone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(gone)
-		tick := time.NewTimer(200 * time.Millisecond)
+		tick := time.NewTimer(every)
 		defer tick.Stop()
 		n := 0
 		line := func() {
 			el := time.Since(start)
-			fmt.Fprintf(w, "\r%-10s %8d events  %8.0f events/s  %5.1fs", mode, n, float64(n)/el.Seconds(), el.Seconds())
+			fmt.Fprintf(w, "%s%-10s %8d events  %8.0f events/s  %5.1fs%s", cr, mode, n, float64(n)/el.Seconds(), el.Seconds(), nl)
 		}
 		for {
 			select {
@@ -338,14 +350,16 @@ func (p *progressCount) show(w io.Writer, mode string, start time.Time) (stop fu
 				n++
 			case <-tick.C:
 				line()
-				tick.Reset(200 * time.Millisecond)
+				tick.Reset(every)
 			case <-quit:
 				for len(p.c) > 0 {
 					<-p.c
 					n++
 				}
 				line()
-				fmt.Fprintln(w)
+				if tty {
+					fmt.Fprintln(w)
+				}
 				return
 			}
 		}

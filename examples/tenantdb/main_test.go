@@ -69,3 +69,21 @@ func TestBadFlags(t *testing.T) {
 		t.Error("no error for zero tenants")
 	}
 }
+
+func TestProgressLines(t *testing.T) {
+	for _, tty := range []bool{false, true} {
+		var out strings.Builder
+		var p progressCount
+		stop := p.show(&out, tty, "ferry", time.Now())
+		p.add()
+		p.add()
+		stop()
+		got := out.String()
+		if !strings.Contains(got, "ferry             2 events") || !strings.HasSuffix(got, "\n") {
+			t.Errorf("tty %v: %q", tty, got)
+		}
+		if strings.Contains(got, "\r") != tty || !tty && strings.Count(got, "\n") != 1 {
+			t.Errorf("tty %v: a terminal's line is redrawn with \\r, a log's lines are whole: %q", tty, got)
+		}
+	}
+}
