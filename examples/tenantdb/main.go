@@ -200,6 +200,7 @@ func runMode(c config, mode string) (result, error) {
 		}
 		return nil
 	}
+	closeFerry := func() {}
 	if mode != "unbatched" {
 		f, err := ferry.New(func(ctx context.Context, tenant int, events []event) ([]struct{}, error) {
 			return make([]struct{}, len(events)), writeBatch(ctx, t.dbs[tenant], events)
@@ -220,6 +221,7 @@ func runMode(c config, mode string) (result, error) {
 			return r, err
 		}
 		defer f.Close()
+		closeFerry = func() { _ = f.Close() } // OnBatch has told of every call once Close returns
 		write = func(ctx context.Context, es []event) error {
 			if len(es) == 1 {
 				_, err := f.Do(ctx, es[0])
@@ -261,6 +263,7 @@ func runMode(c config, mode string) (result, error) {
 	}
 	done.Wait()
 	r.elapsed = time.Since(start)
+	closeFerry()
 	stopProgress()
 	close(errs)
 	if err := <-errs; err != nil {
