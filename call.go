@@ -19,7 +19,8 @@ var errGoexit = errors.New("ferry: call ran runtime.Goexit")
 // work runs batches for the loop until its jobs channel is closed. A Call
 // that ends the goroutine with runtime.Goexit fails its batch with errGoexit,
 // and a new goroutine takes the worker's place.
-func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
+func (s *shard[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
+	f := s.f
 	var (
 		ins     []I   // reused: a Call must not keep its inputs
 		subs    []int // reused: the Submits of a batch
@@ -29,13 +30,13 @@ func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
 	)
 	defer func() {
 		if running {
-			f.finish(id, j, ins, nil, nil, errGoexit, subs[:0], f.report(j, start))
-			go f.work(id, jobs)
+			s.finish(id, j, ins, nil, nil, errGoexit, subs[:0], f.report(j, start))
+			go s.work(id, jobs)
 		}
 	}()
 	for j = range jobs {
 		if len(j.batch) == 0 { // a Flush's ping: every batch before it is answered
-			f.inc <- msg[K, I, O]{op: opAnswered, worker: int32(id)}
+			s.inc <- msg[K, I, O]{op: opAnswered, worker: int32(id)}
 			continue
 		}
 		ins = ins[:0]
@@ -48,27 +49,28 @@ func (f *Ferry[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
 		running = true
 		outs, errs, all := f.run(j.ctx, j.key, ins)
 		running = false
-		subs = f.finish(id, j, ins, outs, errs, all, subs[:0], f.report(j, start))
+		subs = s.finish(id, j, ins, outs, errs, all, subs[:0], f.report(j, start))
 	}
-	f.inc <- msg[K, I, O]{op: opExit}
+	s.inc <- msg[K, I, O]{op: opExit}
 }
 
 // finish releases j's key, then answers its callers, so that their next Do
 // comes after the release: first the Do and DoMany callers, then the Submits'
 // done, in batch order; then it gives OnBatch b. It returns subs, the buffer
 // it used for the Submits.
-func (f *Ferry[K, I, O]) finish(id int, j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K]) []int {
-	f.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)}
+func (s *shard[K, I, O]) finish(id int, j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K]) []int {
+	f := s.f
+	s.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)}
 	subs = reply(j.batch, outs, errs, all, subs)
 	for _, i := range subs {
-		f.notify(j.batch[i], pick(outs, errs, all, i))
+		s.notify(j.batch[i], pick(outs, errs, all, i))
 	}
 	if f.onBatch != nil {
 		b.Err = failure(errs, all)
-		f.tell(b)
+		s.tell(b)
 	}
 	if j.ack {
-		f.inc <- msg[K, I, O]{op: opAnswered, worker: int32(id)}
+		s.inc <- msg[K, I, O]{op: opAnswered, worker: int32(id)}
 	}
 	clear(ins) // after the answers: outs may be ins
 	clear(j.batch)
@@ -107,7 +109,8 @@ func reply[K comparable, I, O any](ws []*waiter[K, I, O], outs []O, errs Errors,
 // notify calls a Submit's done with r. A panic in done is recovered and
 // counted in Stats.DonePanics. w goes back to the pool unless its ctx's
 // watcher has started, which still holds it.
-func (f *Ferry[K, I, O]) notify(w *waiter[K, I, O], r result[O]) {
+func (s *shard[K, I, O]) notify(w *waiter[K, I, O], r result[O]) {
+	f := s.f
 	mine := w.stop == nil || w.stop()
 	done := w.done
 	if mine {
@@ -115,7 +118,7 @@ func (f *Ferry[K, I, O]) notify(w *waiter[K, I, O], r result[O]) {
 	}
 	defer func() {
 		if recover() != nil {
-			f.inc <- msg[K, I, O]{op: opPanicked}
+			s.inc <- msg[K, I, O]{op: opPanicked}
 		}
 	}()
 	done(r.out, r.err)
@@ -140,10 +143,11 @@ func (f *Ferry[K, I, O]) report(j job[K, I, O], start time.Time) Batch[K] {
 }
 
 // tell gives b to OnBatch, recovering a panic, which Stats counts.
-func (f *Ferry[K, I, O]) tell(b Batch[K]) {
+func (s *shard[K, I, O]) tell(b Batch[K]) {
+	f := s.f
 	defer func() {
 		if recover() != nil {
-			f.send(msg[K, I, O]{op: opPanicked, worker: 1})
+			s.send(msg[K, I, O]{op: opPanicked, worker: 1})
 		}
 	}()
 	f.onBatch(b)
@@ -162,24 +166,25 @@ func failure(errs Errors, all error) error {
 
 // notifyAll calls the done of the Submits ws with err, for the loop, which
 // waits for it.
-func (f *Ferry[K, I, O]) notifyAll(ws []*waiter[K, I, O], err error) {
+func (s *shard[K, I, O]) notifyAll(ws []*waiter[K, I, O], err error) {
 	for _, w := range ws {
-		f.notify(w, result[O]{err: err})
+		s.notify(w, result[O]{err: err})
 	}
-	f.inc <- msg[K, I, O]{op: opNotified}
+	s.inc <- msg[K, I, O]{op: opNotified}
 }
 
 // direct makes the call for a claimed key on the caller's goroutine. Its
 // context carries the caller's values and ends with the caller's context or,
 // cancelled by the loop, with the ferry's close. The key is released when the
 // call is over, whatever happened in it, and then OnBatch is told.
-func (f *Ferry[K, I, O]) direct(ctx context.Context, w *waiter[K, I, O]) (O, error) {
+func (s *shard[K, I, O]) direct(ctx context.Context, w *waiter[K, I, O]) (O, error) {
+	f := s.f
 	cctx, cancel := context.WithCancelCause(ctx)
-	f.inc <- msg[K, I, O]{op: opStart, key: w.key, cancel: cancel}
+	s.inc <- msg[K, I, O]{op: opStart, key: w.key, cancel: cancel}
 	released := false
 	defer func() {
 		if !released { // the Call ran runtime.Goexit
-			f.release(w.key, cancel)
+			s.release(w.key, cancel)
 		}
 	}()
 	var start time.Time
@@ -191,19 +196,19 @@ func (f *Ferry[K, I, O]) direct(ctx context.Context, w *waiter[K, I, O]) (O, err
 	if f.onBatch != nil {
 		took = time.Since(start)
 	}
-	f.release(w.key, cancel)
+	s.release(w.key, cancel)
 	released = true
 	if f.onBatch != nil {
-		f.tell(Batch[K]{Key: w.key, Size: 1, Weight: w.weight, Took: took, Err: failure(errs, all), Direct: true})
+		s.tell(Batch[K]{Key: w.key, Size: 1, Weight: w.weight, Took: took, Err: failure(errs, all), Direct: true})
 	}
 	r := pick(outs, errs, all, 0)
 	return r.out, r.err
 }
 
 // release ends a direct call on key: its context, then its claim.
-func (f *Ferry[K, I, O]) release(key K, cancel context.CancelCauseFunc) {
+func (s *shard[K, I, O]) release(key K, cancel context.CancelCauseFunc) {
 	cancel(nil)
-	f.inc <- msg[K, I, O]{op: opRelease, key: key, worker: direct}
+	s.inc <- msg[K, I, O]{op: opRelease, key: key, worker: direct}
 }
 
 // run calls f.call, with CallTimeout if set, and reads its verdict on ins. A

@@ -249,8 +249,9 @@ func TestDirectCallerWaitsForItsCall(t *testing.T) {
 // Item 14: the map of direct calls in flight follows what runs, not its peak.
 // The loop's handle is stepped directly: no worker, no goroutine.
 func TestDirectCallsMapShrinks(t *testing.T) {
-	f := &Ferry[int, int, int]{lim: limits{batchSize: 1, queued: 1, direct: true}}
-	l := newLoop(f, 0, t0)
+	lim := limits{batchSize: 1, queued: 1, direct: true}
+	f := &Ferry[int, int, int]{lim: lim}
+	l := newLoop(&shard[int, int, int]{f: f}, lim, 0, t0)
 	const n = 20_000
 	for k := range n {
 		w := &waiter[int, int, int]{key: k, weight: 1, c: make(chan result[int], 1)}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"reflect"
 	"strings"
@@ -46,6 +47,7 @@ type Config[K comparable, I any] struct {
 	OnBatch         func(Batch[K]) // nil: none. Called after every call, off the loop: see Batch
 	CallTimeout     time.Duration  // 0: none. A call's context ends this long after it starts (ErrCallTimeout); < 0: invalid
 	CancelAbandoned bool           // cancel a batched call (ErrAbandoned) once every caller of its batch has given up
+	Shards          int            // loops, keys spread by hash; 0: one per processor (see README); < 0: invalid
 }
 
 // Batch describes one finished call, for Config.OnBatch, which runs on the
@@ -177,12 +179,8 @@ type Ferry[K comparable, I, O any] struct {
 	pool   sync.Pool // of *waiter whose reply channel is empty and will stay so
 	groups sync.Pool // of *group that no one else holds
 
-	ctx    context.Context // of batched calls; cancelled with ErrClosed on close
-	cancel context.CancelCauseFunc
-
-	inc  chan msg[K, I, O] // from callers, workers and direct calls -> loop
-	done chan struct{}     // closed by the loop when every goroutine has gone
-	last Stats             // written by the loop before done is closed
+	shards []*shard[K, I, O] // a key's is shards[shardOf(key)]
+	seed   maphash.Seed
 }
 
 // New returns a running Ferry that batches inputs for call. It returns an
@@ -224,6 +222,13 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		direct:       cfg.DirectCalls,
 	}
 	workers := cmp.Or(cfg.MaxInFlightBatches, DefaultMaxInFlightBatches)
+	if cfg.Shards < 0 {
+		return nil, fmt.Errorf("ferry: Config.Shards is negative: %d", cfg.Shards)
+	}
+	n, err := shardCount(cfg.Shards, workers, lim)
+	if err != nil {
+		return nil, err
+	}
 	f := &Ferry[K, I, O]{
 		call:   call,
 		key:    cfg.Key,
@@ -236,13 +241,19 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		timeout:         cfg.CallTimeout,
 		cancelAbandoned: cfg.CancelAbandoned,
 
-		inc:  make(chan msg[K, I, O], incSize),
-		done: make(chan struct{}),
+		seed: maphash.MakeSeed(),
 	}
 	f.pool.New = func() any { return &waiter[K, I, O]{c: make(chan result[O], 1)} }
-	f.ctx, f.cancel = context.WithCancelCause(context.WithValue(context.Background(), callKey{}, f))
-	l := newLoop(f, workers, time.Now())
-	go l.run()
+	base, now := context.WithValue(context.Background(), callKey{}, f), time.Now()
+	for i := range n {
+		s := &shard[K, I, O]{f: f, inc: make(chan msg[K, I, O], incSize), done: make(chan struct{})}
+		s.ctx, s.cancel = context.WithCancelCause(base)
+		f.shards = append(f.shards, s)
+		sl := lim
+		sl.queued, sl.queuedWeight = share(lim.queued, n, i), share(lim.queuedWeight, n, i)
+		l := newLoop(s, sl, share(workers, n, i), now)
+		go l.run()
+	}
 	return f, nil
 }
 
@@ -271,13 +282,14 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 	if f.lim.delay > 0 {
 		w.at = time.Now() // the submission time, as the design says: before the loop sees it
 	}
+	s := f.shards[f.shardOf(w.key)]
 	m := msg[K, I, O]{op: opAdmit, w: w}
 	select {
-	case f.inc <- m: // the fast path locks one channel
+	case s.inc <- m: // the fast path locks one channel
 	default:
 		select {
-		case f.inc <- m:
-		case <-f.done:
+		case s.inc <- m:
+		case <-s.done:
 			f.put(w)
 			return zero, ErrClosed
 		}
@@ -286,10 +298,10 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 	// reads, at most once more, those already sent. So if done is not closed
 	// now, w.c will be answered, and the wait needs no case for done.
 	select {
-	case <-f.done:
+	case <-s.done:
 		select {
 		case r := <-w.c:
-			return f.answer(ctx, w, r)
+			return s.answer(ctx, w, r)
 		default:
 			return zero, ErrClosed // w is not pooled: the loop's last read may yet answer it
 		}
@@ -297,13 +309,13 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 	}
 	done := ctx.Done()
 	if done == nil { // a context that never ends: no select
-		return f.answer(ctx, w, <-w.c)
+		return s.answer(ctx, w, <-w.c)
 	}
 	select {
 	case r := <-w.c:
-		return f.answer(ctx, w, r)
+		return s.answer(ctx, w, r)
 	case <-done:
-		f.abandon(w)
+		s.abandon(w)
 		return zero, ctxErr(ctx)
 	}
 }
@@ -326,23 +338,6 @@ func (f *Ferry[K, I, O]) prepare(w *waiter[K, I, O], in I) error {
 		w.rank = f.rank(in)
 	}
 	return nil
-}
-
-// send delivers m to the loop, or reports false once the ferry has ended. A
-// message sent as it ends may be read by no one: wait for its reply with done
-// in view, as Do explains.
-func (f *Ferry[K, I, O]) send(m msg[K, I, O]) bool {
-	select {
-	case f.inc <- m:
-		return true
-	default:
-	}
-	select {
-	case f.inc <- m:
-		return true
-	case <-f.done:
-		return false
-	}
 }
 
 // Submit admits in and returns at once, without waiting for its output: nil when admitted,
@@ -371,17 +366,18 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 	if f.lim.delay > 0 {
 		w.at = time.Now()
 	}
+	s := f.shards[f.shardOf(w.key)]
 	if ctx.Done() != nil { // before the admission, so that the loop and workers see stop
-		w.stop = context.AfterFunc(ctx, func() { f.withdraw(ctx, w) })
+		w.stop = context.AfterFunc(ctx, func() { s.withdraw(ctx, w) })
 	}
 	c, stop := w.c, w.stop // once admitted, w is its worker's, which may pool it
-	if !f.send(msg[K, I, O]{op: opAdmit, w: w}) {
+	if !s.send(msg[K, I, O]{op: opAdmit, w: w}) {
 		f.unsubmit(w)
 		return ErrClosed
 	}
 	var r result[O]
 	select { // as in Do
-	case <-f.done:
+	case <-s.done:
 		select {
 		case r = <-c:
 		default:
@@ -418,9 +414,9 @@ func (f *Ferry[K, I, O]) unsubmit(w *waiter[K, I, O]) {
 // waits, and then calls done with ctx's error and tells the loop, which waits
 // for that. If the input was taken, or the ferry closed first, done is called
 // by what holds it.
-func (f *Ferry[K, I, O]) withdraw(ctx context.Context, w *waiter[K, I, O]) {
+func (s *shard[K, I, O]) withdraw(ctx context.Context, w *waiter[K, I, O]) {
 	w.drop = make(chan result[O], 1)
-	if !f.send(msg[K, I, O]{op: opDrop, w: w}) {
+	if !s.send(msg[K, I, O]{op: opDrop, w: w}) {
 		return
 	}
 	select {
@@ -428,11 +424,11 @@ func (f *Ferry[K, I, O]) withdraw(ctx context.Context, w *waiter[K, I, O]) {
 		if r.err != errDropped {
 			return
 		}
-	case <-f.done:
+	case <-s.done:
 		return
 	}
-	f.notify(w, result[O]{err: ctxErr(ctx)})
-	f.inc <- msg[K, I, O]{op: opNotified, w: w}
+	s.notify(w, result[O]{err: ctxErr(ctx)})
+	s.inc <- msg[K, I, O]{op: opNotified, w: w}
 }
 
 // DoMany submits ins in one admission and waits for all their outputs, in order. If the room
@@ -463,34 +459,18 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 			return nil, fmt.Errorf("%w (input %d)", err, i)
 		}
 		w.at, w.g, w.i = at, g, i
-		g.heaviest = max(g.heaviest, w.weight)
-		if g.total < 0 || w.weight > math.MaxInt64-g.total {
-			g.total = -1
-		} else {
-			g.total += w.weight
-		}
+		g.join(w, f.shardOf(w.key), f)
 	}
 	g.outs = make([]O, len(ins))
-	if !f.send(msg[K, I, O]{op: opAdmitMany, w: &g.ws[0]}) {
-		f.putGroup(g)
-		return nil, ErrClosed
-	}
-	select { // as in Do
-	case <-f.done:
-		select {
-		case <-g.c:
-		default:
-			return nil, ErrClosed
+	got, err := g.admit()
+	if err != nil {
+		if !errors.Is(err, ErrClosed) { // a word from every shard: no one else holds g
+			f.putGroup(g)
 		}
-	default:
-		<-g.c
-	}
-	if err := g.err; err != nil {
-		f.putGroup(g)
 		return nil, err
 	}
 	done := ctx.Done()
-	for got := 0; got < len(ins); {
+	for got < len(ins) {
 		select {
 		case n := <-g.c:
 			got += n
@@ -515,29 +495,115 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 	return outs, nil
 }
 
+// join puts w, whose key is in shard sh, in g's part for that shard.
+func (g *group[K, I, O]) join(w *waiter[K, I, O], sh int, f *Ferry[K, I, O]) {
+	i := 0
+	for i < len(g.parts) && g.parts[i].sh != sh {
+		i++
+	}
+	if i == len(g.parts) {
+		g.parts = append(g.parts, part[K, I, O]{s: f.shards[sh], sh: sh})
+	}
+	p := &g.parts[i]
+	w.part = int32(i)
+	p.n++
+	p.heaviest = max(p.heaviest, w.weight)
+	if p.total < 0 || w.weight > math.MaxInt64-p.total {
+		p.total = -1
+	} else {
+		p.total += w.weight
+	}
+}
+
+// admit admits all of g's inputs or none, and returns the answers that came
+// meanwhile. With one part it is one message. With several, each shard first
+// holds room for its part, and once all have, lets its part in; the inputs of
+// a part whose shard closed in between are answered ErrClosed.
+func (g *group[K, I, O]) admit() (int, error) {
+	if len(g.parts) == 1 {
+		return g.ask(0, opAdmitMany)
+	}
+	for i := range g.parts {
+		if _, err := g.ask(i, opHold); err != nil {
+			for j := range i {
+				_, _ = g.ask(j, opUnhold) // a shard that ended holds nothing
+			}
+			return 0, err
+		}
+	}
+	got, in := 0, 0
+	for i := range g.parts {
+		n, err := g.ask(i, opAdmitMany)
+		got += n
+		if err == nil {
+			in++
+			continue
+		}
+		for k := range g.ws {
+			if w := &g.ws[k]; w.part == int32(i) {
+				g.errs[w.i] = err
+				got++
+			}
+		}
+	}
+	if in == 0 {
+		return 0, ErrClosed
+	}
+	return got, nil
+}
+
+// ask sends o for part i of g to its shard's loop and waits for the loop's
+// word, as Do waits for its admission's. It returns the answers to g that came
+// first, and the part's error, or ErrClosed if the shard may have ended unheard.
+func (g *group[K, I, O]) ask(i int, o op) (int, error) {
+	p := &g.parts[i]
+	if !p.s.send(msg[K, I, O]{op: o, w: &g.ws[0], worker: int32(i)}) {
+		return 0, ErrClosed
+	}
+	heard := true // the loop answers what it reads, and reads all sent before done
+	select {
+	case <-p.s.done:
+		heard = false
+	default:
+	}
+	for got := 0; ; {
+		var n int
+		if heard {
+			n = <-g.c
+		} else {
+			select {
+			case n = <-g.c:
+			default:
+				return got, ErrClosed
+			}
+		}
+		if n == 0 {
+			return got, p.err
+		}
+		got += n
+	}
+}
+
 // abandonMany drops the inputs of g that still wait, for a DoMany whose ctx
 // ended with got answers in, and returns ctx's error. g goes back to the pool
 // only if nothing can answer into it any more.
 func (f *Ferry[K, I, O]) abandonMany(ctx context.Context, g *group[K, I, O], got int) error {
 	err := ctxErr(ctx)
-	if !f.send(msg[K, I, O]{op: opDropMany, w: &g.ws[0]}) {
-		return err
-	}
-	for {
-		select {
-		case n := <-g.c:
-			if n > 0 {
-				got += n
-				continue
-			}
-			if got+g.dropped == len(g.ws) {
-				f.putGroup(g)
-			}
-			return err
-		case <-f.done:
+	dropped := 0
+	for i := range g.parts {
+		if g.parts[i].err != nil {
+			continue // never admitted, and answered already
+		}
+		n, e := g.ask(i, opDropMany)
+		if got += n; e != nil {
 			return err
 		}
+		dropped += g.parts[i].dropped
 	}
+	if got+dropped == len(g.ws) {
+		f.putGroup(g)
+	}
+	return err
 }
 
 // group returns a group for n inputs, from the pool if one is big enough.
@@ -552,7 +618,8 @@ func (f *Ferry[K, I, O]) group(n int) *group[K, I, O] {
 func (f *Ferry[K, I, O]) putGroup(g *group[K, I, O]) {
 	clear(g.ws)
 	clear(g.errs)
-	g.outs, g.err, g.total, g.heaviest, g.dropped = nil, nil, 0, 0, 0
+	clear(g.parts)
+	g.outs, g.parts = nil, g.parts[:0]
 	f.groups.Put(g)
 }
 
@@ -566,33 +633,44 @@ func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
 		return errFlushInCall
 	}
-	c := make(chan error, 1)
-	if !f.send(msg[K, I, O]{op: opFlush, cancel: func(err error) { c <- err }}) {
-		return ErrClosed
-	}
-	select {
-	case err := <-c:
-		return err
-	case <-ctx.Done():
-		return ctxErr(ctx)
-	case <-f.done:
-		select {
-		case err := <-c:
-			return err
-		default:
+	cs := make([]chan error, len(f.shards))
+	for i, s := range f.shards { // every shard starts its round before any is waited for
+		c := make(chan error, 1)
+		cs[i] = c
+		if !s.send(msg[K, I, O]{op: opFlush, cancel: func(err error) { c <- err }}) {
 			return ErrClosed
 		}
 	}
+	for i, s := range f.shards {
+		select {
+		case err := <-cs[i]:
+			if err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		case <-s.done:
+			select {
+			case err := <-cs[i]:
+				if err != nil {
+					return err
+				}
+			default:
+				return ErrClosed
+			}
+		}
+	}
+	return nil
 }
 
 // answer finishes a Do whose reply is r: a direct call if the key was claimed.
-func (f *Ferry[K, I, O]) answer(ctx context.Context, w *waiter[K, I, O], r result[O]) (O, error) {
+func (s *shard[K, I, O]) answer(ctx context.Context, w *waiter[K, I, O], r result[O]) (O, error) {
 	if r.err == errClaimed {
-		out, err := f.direct(ctx, w)
-		f.put(w)
+		out, err := s.direct(ctx, w)
+		s.f.put(w)
 		return out, err
 	}
-	f.put(w)
+	s.f.put(w)
 	return r.out, r.err
 }
 
@@ -600,21 +678,21 @@ func (f *Ferry[K, I, O]) answer(ctx context.Context, w *waiter[K, I, O], r resul
 // and waits for one word on w.c, so that an input whose caller has returned
 // never joins a call after that. Only a dropped w goes back to the pool: in
 // every other case the loop or a worker may still send on w.c.
-func (f *Ferry[K, I, O]) abandon(w *waiter[K, I, O]) {
+func (s *shard[K, I, O]) abandon(w *waiter[K, I, O]) {
 	select {
-	case f.inc <- msg[K, I, O]{op: opDrop, w: w}:
-	case <-f.done:
+	case s.inc <- msg[K, I, O]{op: opDrop, w: w}:
+	case <-s.done:
 		return
 	}
 	select {
 	case r := <-w.c:
 		switch r.err {
 		case errDropped:
-			f.put(w)
+			s.f.put(w)
 		case errClaimed:
-			f.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: direct}
+			s.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: direct}
 		}
-	case <-f.done:
+	case <-s.done:
 	}
 }
 
@@ -681,11 +759,15 @@ func ctxErr(ctx context.Context) error {
 // have gone, so a Call that ignores its context holds it up. It returns nil,
 // and may be called more than once and concurrently, but never from a Call.
 func (f *Ferry[K, I, O]) Close() error {
-	select {
-	case f.inc <- msg[K, I, O]{op: opClose}:
-	case <-f.done:
+	for _, s := range f.shards { // every shard closes before any is waited for
+		select {
+		case s.inc <- msg[K, I, O]{op: opClose}:
+		case <-s.done:
+		}
 	}
-	<-f.done
+	for _, s := range f.shards {
+		<-s.done
+	}
 	return nil
 }
 
@@ -697,32 +779,29 @@ func (f *Ferry[K, I, O]) Shutdown(ctx context.Context) error {
 	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
 		return errShutdownInCall
 	}
-	select { // the shutdown starts, whether or not ctx has ended
-	case f.inc <- msg[K, I, O]{op: opShutdown}:
-	case <-f.done:
-		return nil
+	for _, s := range f.shards { // the shutdown starts, whether or not ctx has ended
+		select {
+		case s.inc <- msg[K, I, O]{op: opShutdown}:
+		case <-s.done:
+		}
 	}
-	select {
-	case <-f.done:
-		return nil
-	case <-ctx.Done():
-		return ctxErr(ctx)
+	for _, s := range f.shards {
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		}
 	}
+	return nil
 }
 
-// Stats returns a snapshot of the ferry, taken by its loop. After Close it
-// returns the final snapshot. It blocks only for the loop's turn.
+// Stats returns a snapshot of the ferry, taken by its loops (summed over
+// shards, each taken in its turn). After Close it returns the final snapshot.
+// It blocks only for the loops' turns.
 func (f *Ferry[K, I, O]) Stats() Stats {
-	c := make(chan Stats, 1)
-	select {
-	case f.inc <- msg[K, I, O]{op: opStats, stats: c}:
-	case <-f.done:
-		return f.last
+	var st Stats
+	for _, s := range f.shards {
+		st.add(s.stats())
 	}
-	select {
-	case s := <-c:
-		return s
-	case <-f.done:
-		return f.last
-	}
+	return st
 }

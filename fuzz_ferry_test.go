@@ -296,6 +296,10 @@ func runFerry(t *testing.T, data []byte) {
 	opts := b.next()
 	cfg.CancelAbandoned = opts&1 == 1
 	cfg.CallTimeout = []time.Duration{0, 2 * time.Millisecond, 1, math.MaxInt64}[opts>>1&3]
+	cfg.Shards = min(opts>>4&3, cfg.MaxInFlightBatches, cfg.MaxQueued) // 0: the default
+	if w := cfg.MaxQueuedWeight; w > 0 && int64(cfg.Shards) > w {
+		cfg.Shards = int(w)
+	}
 	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{},
 		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}}
 	if opts&8 == 0 {

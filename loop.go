@@ -9,7 +9,7 @@ import (
 
 // This file is the shell around the core: one goroutine (loop.run) owns the
 // state and serialises every transition; workers run batched calls; callers
-// run direct calls. All of them talk to the loop through one channel, f.inc,
+// run direct calls. All of them talk to the loop through one channel, s.inc,
 // so that its order is the order of events: a worker's release is sent before
 // it answers its callers, so it cannot be overtaken by their next Do.
 
@@ -18,9 +18,11 @@ type op uint8
 
 const (
 	opAdmit     op = iota // from Do or Submit: admit m.w
-	opAdmitMany           // from DoMany: admit all of m.w.g or none
+	opAdmitMany           // from DoMany: admit all of part m.worker of m.w.g, or none
+	opHold                // from DoMany over several shards: hold room for part m.worker of m.w.g
+	opUnhold              // from DoMany over several shards: let go of the room held
 	opDrop                // from Do or a Submit whose ctx ended: drop m.w if it still waits
-	opDropMany            // from DoMany whose ctx ended: drop what still waits of m.w.g
+	opDropMany            // from DoMany whose ctx ended: drop what still waits of part m.worker of m.w.g
 	opStart               // from a direct call: it runs, and close cancels it with m.cancel
 	opRelease             // from a worker or a direct call: m.key's call is over
 	opAnswered            // from a worker: it has answered a job that asked for it (a Flush)
@@ -38,7 +40,7 @@ const direct = -1
 
 type msg[K comparable, I, O any] struct {
 	op     op
-	worker int32 // opRelease: the worker that is free again, or direct
+	worker int32 // opRelease: the worker that is free again, or direct; a DoMany's: its part
 	key    K     // opRelease
 	w      *waiter[K, I, O]
 	stats  chan Stats
@@ -63,20 +65,31 @@ type waiter[K comparable, I, O any] struct {
 	g    *group[K, I, O]
 	i    int // DoMany: its index in g; Submit, loop-owned: the number of its drop, for Flush
 
-	seen, withdrawn bool // loop-owned, Submit: its admission was handled; its drop came first
+	seen, withdrawn bool  // loop-owned, Submit: its admission was handled; its drop came first
+	part            int32 // DoMany: its part of g, the inputs in its shard
 }
 
 // group is one DoMany in progress: its inputs, and where their answers go.
 // Answers are written by index, then counted on c; the caller reads them once
-// the counts sum to len(ws).
+// the counts sum to len(ws). Its inputs are in one part per shard.
 type group[K comparable, I, O any] struct {
-	ws              []waiter[K, I, O]
-	outs            []O
-	errs            []error
-	total, heaviest int64    // the inputs' weights; total < 0: the sum passes MaxInt64
-	c               chan int // k > 0: k more answers; 0: the loop's word, err or dropped
-	err             error    // loop-written before its word on the admission
-	dropped         int      // loop-written before its word on a drop
+	ws    []waiter[K, I, O]
+	outs  []O
+	errs  []error
+	c     chan int // k > 0: k more answers; 0: a loop's word, in its part's err or dropped
+	parts []part[K, I, O]
+}
+
+// part is a group's inputs in one shard, which that shard's loop admits,
+// holds room for and drops; it writes err and dropped before its word.
+type part[K comparable, I, O any] struct {
+	s               *shard[K, I, O]
+	sh              int   // s's index
+	n               int   // inputs
+	total, heaviest int64 // their weights; total < 0: the sum passes MaxInt64
+	held            bool  // loop-owned: the room holds n and total for it
+	err             error
+	dropped         int
 }
 
 // result is an answer to a waiter, sent on its channel, which is buffered 1.
@@ -156,6 +169,8 @@ type call struct {
 // loop is the state owned by the loop goroutine.
 type loop[K comparable, I, O any] struct {
 	f       *Ferry[K, I, O]
+	s       *shard[K, I, O] // the loop's: its channel, its end and its calls' context
+	lim     limits          // the shard's
 	st      *state[K, *waiter[K, I, O]]
 	workers []worker[K, I, O]
 	idle    []int // workers with no batch
@@ -182,26 +197,29 @@ type loop[K comparable, I, O any] struct {
 	drained                []*waiter[K, I, O]
 }
 
-func newLoop[K comparable, I, O any](f *Ferry[K, I, O], workers int, origin time.Time) *loop[K, I, O] {
+func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, workers int, origin time.Time) *loop[K, I, O] {
+	f := s.f
 	l := &loop[K, I, O]{
 		f:       f,
-		st:      newState[K, *waiter[K, I, O]](f.lim, origin),
+		s:       s,
+		lim:     lim,
+		st:      newState[K, *waiter[K, I, O]](lim, origin),
 		workers: make([]worker[K, I, O], workers),
 		alarm:   newAlarm(),
 		directs: make(map[K]call),
-		stamp:   f.onBatch != nil && f.lim.delay == 0,
-		errFull: fmt.Errorf("%w: %d inputs waiting (MaxQueued)", ErrRejected, f.lim.queued),
-		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
-			ErrRejected, f.lim.queuedWeight),
+		stamp:   f.onBatch != nil && lim.delay == 0,
+		errFull: fmt.Errorf("%w: %d inputs waiting (MaxQueued%s)", ErrRejected, lim.queued, shareOf(f, "", f.lim.queued)),
+		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d%s",
+			ErrRejected, lim.queuedWeight, shareOf(f, " (", f.lim.queuedWeight)),
 	}
-	if f.lim.queuedWeight == 0 {
+	if lim.queuedWeight == 0 {
 		l.errFullWeight = fmt.Errorf("%w: the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", ErrRejected)
 	}
 	for i := range l.workers {
 		c := make(chan job[K, I, O], 2) // a batch and a ping
 		l.workers[i].jobs = c
 		l.idle = append(l.idle, i)
-		go f.work(i, c)
+		go s.work(i, c)
 	}
 	return l
 }
@@ -212,7 +230,7 @@ func newLoop[K comparable, I, O any](f *Ferry[K, I, O], workers int, origin time
 // channel is in the select only while the alarm is set: a timer channel makes
 // every select on it take the timer's lock and read the clock.
 func (l *loop[K, I, O]) run() {
-	inc := l.f.inc
+	inc := l.s.inc
 	for !l.end() {
 		if !l.alarm.armed() {
 			l.receive(<-inc)
@@ -233,8 +251,8 @@ func (l *loop[K, I, O]) run() {
 func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	now := l.now()
 	l.handle(m, now)
-	for n := len(l.f.inc); n > 0; n-- {
-		l.handle(<-l.f.inc, now)
+	for n := len(l.s.inc); n > 0; n-- {
+		l.handle(<-l.s.inc, now)
 	}
 	l.turn(now)
 }
@@ -242,7 +260,7 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 // now is the time, read only when deadlines exist or the loop stamps
 // admissions: with zero delay the core never looks at it.
 func (l *loop[K, I, O]) now() time.Time {
-	if l.f.lim.delay == 0 && !l.stamp {
+	if l.lim.delay == 0 && !l.stamp {
 		return time.Time{}
 	}
 	return time.Now()
@@ -272,10 +290,10 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			l.dpeak = max(l.dpeak, len(l.directs))
 			w.c <- result[O]{err: errClaimed}
 		default:
-			w.c <- result[O]{err: l.refusal(o, 1, w.weight)}
+			w.c <- result[O]{err: l.refusal(o, 1, w.weight, 1)}
 		}
-	case opAdmitMany:
-		l.admitMany(m.w.g, now)
+	case opAdmitMany, opHold, opUnhold:
+		l.admitMany(m.w.g, m.worker, m.op, now)
 	case opDrop:
 		w := m.w
 		if w.done != nil {
@@ -294,13 +312,15 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		default: // w.c holds its answer, which says enough
 		}
 	case opDropMany:
-		g := m.w.g
-		g.dropped = 0
+		g, p := m.w.g, &m.w.g.parts[m.worker]
+		p.dropped = 0
 		for i := range g.ws {
-			if w := &g.ws[i]; l.dropOne(w, now) {
-				g.dropped++
+			switch w := &g.ws[i]; {
+			case w.part != m.worker:
+			case l.dropOne(w, now):
+				p.dropped++
 				l.count(w.tk.seq <= l.flushed())
-			} else {
+			default:
 				l.gaveUp(w)
 			}
 		}
@@ -364,35 +384,49 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 	}
 }
 
+// shareOf says, after a shard's limit in an error, that it is a share of
+// total, if the ferry has several shards; open is what comes before.
+func shareOf[K comparable, I, O any, T int | int64](f *Ferry[K, I, O], open string, total T) string {
+	switch {
+	case len(f.shards) <= 1:
+		return ""
+	case open == "":
+		return fmt.Sprintf(": its shard's share of %d", total)
+	}
+	return fmt.Sprintf("%sits shard's share of %d)", open, total)
+}
+
 // refusal is the error for n inputs, the heaviest heaviest, that the room
-// did not admit with outcome o, and counts them as rejected.
-func (l *loop[K, I, O]) refusal(o outcome, n int, heaviest int64) error {
+// did not admit with outcome o, and counts all of them as rejected, for the
+// same reason: all the inputs of a DoMany over several shards, if not n.
+func (l *loop[K, I, O]) refusal(o outcome, n int, heaviest int64, all int) error {
 	if o == refused {
 		return ErrClosed
 	}
-	l.rejected += uint64(n)
-	lim := l.f.lim
+	l.rejected += uint64(all)
+	lim := l.lim
 	switch {
 	case o == rejectedHeavy:
-		l.rejectedHeavy += uint64(n)
-	case n > lim.queued-l.st.queued:
-		l.rejectedFull += uint64(n)
+		l.rejectedHeavy += uint64(all)
+	case n > lim.queued-l.st.queued-l.st.held:
+		l.rejectedFull += uint64(all)
 	default:
-		l.rejectedWeight += uint64(n)
+		l.rejectedWeight += uint64(all)
 	}
 	switch {
 	case o == rejectedHeavy && lim.queuedWeight > 0 && heaviest > lim.queuedWeight:
-		return fmt.Errorf("%w: input weight %d is more than MaxQueuedWeight %d", ErrRejected, heaviest, lim.queuedWeight)
+		return fmt.Errorf("%w: input weight %d is more than MaxQueuedWeight %d%s",
+			ErrRejected, heaviest, lim.queuedWeight, shareOf(l.f, " (", l.f.lim.queuedWeight))
 	case o == rejectedHeavy:
 		return fmt.Errorf("%w: the inputs' total weight passes MaxInt64", ErrRejected)
 	case n > lim.queued:
 		return fmt.Errorf("%w: %d inputs, more than MaxQueued %d", ErrRejected, n, lim.queued)
-	case n == 1 && l.st.queued >= lim.queued:
+	case n == 1 && l.st.queued+l.st.held >= lim.queued:
 		return l.errFull
 	case n == 1:
 		return l.errFullWeight
-	case l.st.queued+n > lim.queued:
-		return fmt.Errorf("%w: %d inputs, %d waiting (MaxQueued %d)", ErrRejected, n, l.st.queued, lim.queued)
+	case n > lim.queued-l.st.queued-l.st.held:
+		return fmt.Errorf("%w: %d inputs, %d waiting (MaxQueued %d)", ErrRejected, n, l.st.queued+l.st.held, lim.queued)
 	}
 	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, n)
 }
@@ -408,7 +442,7 @@ func (l *loop[K, I, O]) submit(w *waiter[K, I, O], now time.Time) {
 	}
 	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
 	if o != admitted {
-		w.c <- result[O]{err: l.refusal(o, 1, w.weight)}
+		w.c <- result[O]{err: l.refusal(o, 1, w.weight, 1)}
 		return
 	}
 	w.tk = tk
@@ -451,19 +485,35 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
 	}
 }
 
-// admitMany admits all of a DoMany's inputs, in order, or none.
-func (l *loop[K, I, O]) admitMany(g *group[K, I, O], now time.Time) {
-	if o := l.st.room(len(g.ws), g.total, g.heaviest); o != admitted {
-		g.err = l.refusal(o, len(g.ws), g.heaviest)
-	} else {
-		for i := range g.ws {
-			w := &g.ws[i]
-			if l.stamp {
-				w.at = now
+// admitMany handles part i of a DoMany: admits all its inputs, in order, or
+// none; or, over several shards, holds room for them first, or lets it go.
+// The room held is let go before the part is admitted or refused.
+func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Time) {
+	p := &g.parts[i]
+	if p.held {
+		l.st.unhold(p.n, p.total)
+		p.held = false
+	}
+	if o == opUnhold {
+		g.c <- 0
+		return
+	}
+	switch r := l.st.room(p.n, p.total, p.heaviest); {
+	case r != admitted:
+		p.err = l.refusal(r, p.n, p.heaviest, len(g.ws))
+	case o == opHold:
+		l.st.hold(p.n, p.total)
+		p.held = true
+	default:
+		for j := range g.ws {
+			if w := &g.ws[j]; w.part == i {
+				if l.stamp {
+					w.at = now
+				}
+				w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
 			}
-			w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
 		}
-		l.admitted += uint64(len(g.ws))
+		l.admitted += uint64(p.n)
 	}
 	g.c <- 0
 }
@@ -537,7 +587,7 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		wk.flip ^= 1
 		l.batches++
 		l.taken += uint64(len(batch))
-		j := job[K, I, O]{key: key, batch: batch, ctx: l.f.ctx}
+		j := job[K, I, O]{key: key, batch: batch, ctx: l.s.ctx}
 		if r := l.round; r != nil {
 			n := 0
 			for _, w := range batch {
@@ -550,7 +600,7 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 			}
 		}
 		if l.f.cancelAbandoned { // after the round's look at the tickets
-			j.ctx, wk.cancel = context.WithCancelCause(l.f.ctx) // the ferry's: no user code
+			j.ctx, wk.cancel = context.WithCancelCause(l.s.ctx) // the ferry's: no user code
 			wk.tag, wk.live = flying(id, l.batches).seq, len(batch)
 			for _, w := range batch {
 				w.tk = flying(id, l.batches)
@@ -581,10 +631,10 @@ func (l *loop[K, I, O]) close() {
 	}
 	if len(subs) > 0 { // done is user code: off the loop, which waits for it
 		l.notify++
-		go l.f.notifyAll(subs, ErrClosed)
+		go l.s.notifyAll(subs, ErrClosed)
 	}
 	clear(l.drained)
-	l.f.cancel(ErrClosed)
+	l.s.cancel(ErrClosed)
 	for _, d := range l.directs {
 		if d.cancel != nil {
 			go d.cancel(ErrClosed)
@@ -624,16 +674,18 @@ func (l *loop[K, I, O]) end() bool {
 		return false
 	}
 	l.alarm.t.Stop()
-	l.f.last = l.stats()
-	close(l.f.done)
+	l.s.last = l.stats()
+	close(l.s.done)
 	// Every message sent before done was closed is in inc now. Do waits for
 	// the answer to its admission without watching done, so answer those.
-	for n := len(l.f.inc); n > 0; n-- {
-		switch m := <-l.f.inc; m.op {
+	for n := len(l.s.inc); n > 0; n-- {
+		switch m := <-l.s.inc; m.op {
 		case opAdmit:
 			m.w.c <- result[O]{err: ErrClosed}
-		case opAdmitMany:
-			m.w.g.err = ErrClosed
+		case opAdmitMany, opHold:
+			m.w.g.parts[m.worker].err = ErrClosed
+			m.w.g.c <- 0
+		case opUnhold, opDropMany:
 			m.w.g.c <- 0
 		case opFlush:
 			m.cancel(ErrClosed)

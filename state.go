@@ -132,6 +132,9 @@ type state[K comparable, E any] struct {
 	weight int64 // their total weight
 	busy   int   // calls in flight, batched and direct
 
+	held       int   // room held for inputs not yet entered: see hold
+	heldWeight int64 // and their weight; queued+held and weight+heldWeight stay within the limits
+
 	seq      uint64 // last sequence handed out, for items and refs
 	closed   bool   // drained: nothing is admitted again
 	flushing bool   // flushed: nothing is admitted again, every lane is due
@@ -219,10 +222,24 @@ func (s *state[K, E]) room(n int, total, heaviest int64) outcome {
 		return refused
 	case heaviest > s.lim.queuedWeight || total < 0:
 		return rejectedHeavy
-	case n > s.lim.queued-s.queued || total > s.lim.queuedWeight-s.weight:
+	case n > s.lim.queued-s.queued-s.held || total > s.lim.queuedWeight-s.weight-s.heldWeight:
 		return rejectedFull
 	}
 	return admitted
+}
+
+// hold keeps room for n inputs weighing total, that room let in, so that
+// nothing else takes it until unhold. A DoMany over several rooms holds room
+// in each before it enters any, so that it enters all or none.
+func (s *state[K, E]) hold(n int, total int64) {
+	s.held += n
+	s.heldWeight += total
+}
+
+// unhold lets go of room that hold kept, before its inputs enter or instead.
+func (s *state[K, E]) unhold(n int, total int64) {
+	s.held -= n
+	s.heldWeight -= total
 }
 
 // enter puts an input that room let in into its lane, and returns its ticket.
