@@ -230,14 +230,13 @@ func TestCallTimeout(t *testing.T) {
 			value    any
 		}
 		calls := make(chan seen, 2)
-		start := time.Now()
 		call := func(ctx context.Context, key string, ins []in) ([]int, error) {
 			if key == "quick" {
 				time.Sleep(10 * time.Millisecond)
 				return tens(ins), nil
 			}
 			d, _ := ctx.Deadline()
-			calls <- seen{d.Sub(time.Now()), ctx.Value(ctxKey{})}
+			calls <- seen{time.Until(d), ctx.Value(ctxKey{})}
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}
@@ -248,7 +247,7 @@ func TestCallTimeout(t *testing.T) {
 			f, err := New(call, cfg)
 			require.NoError(t, err)
 			ctx := context.WithValue(context.Background(), ctxKey{}, "v")
-			start = time.Now()
+			start := time.Now()
 			_, err = f.Do(ctx, in{Key: "slow", ID: 1})
 			assert.Equal(t, 50*time.Millisecond, time.Since(start))
 			assert.ErrorIs(t, err, ErrCallTimeout)

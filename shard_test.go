@@ -32,7 +32,7 @@ func TestShardCount(t *testing.T) {
 	}{
 		{0, 4, 4096, 0, min(runtime.GOMAXPROCS(0), 4)},
 		{0, 64, 1 << 20, 0, runtime.GOMAXPROCS(0)},
-		{0, 4, 300, 0, 1},       // 256 of room per shard at least
+		{0, 4, 300, 0, 1},        // 256 of room per shard at least
 		{0, 4, 4096, 1 << 20, 1}, // a weight limit: one room
 		{3, 3, 3, 0, 3},
 		{3, 3, 3, 3, 3},
@@ -133,6 +133,7 @@ func TestShardsSpanEveryShard(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, uint64(40), h.f.Stats().Admitted, "every input admitted")
 		require.NoError(t, h.f.Flush(ctx), "Flush runs what waits in every shard")
+		synctest.Wait()
 		for i, a := range as {
 			assert.Equal(t, answer{10 * i, nil}, got(t, a))
 		}
@@ -142,6 +143,7 @@ func TestShardsSpanEveryShard(t *testing.T) {
 		}
 		synctest.Wait()
 		require.NoError(t, h.f.Shutdown(ctx))
+		synctest.Wait()
 		for i := range 8 {
 			assert.Equal(t, answer{10 * i, nil}, got(t, as[i]), "Shutdown ran what waited in every shard")
 		}
