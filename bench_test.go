@@ -139,6 +139,31 @@ func benchDo(b *testing.B, keys, batch, callers int) {
 		func(s Stats) uint64 { return s.Batches })
 }
 
+// BenchmarkOnBatch is BenchmarkDo's keys=16 workloads and BenchmarkDirect's
+// callers=128 with OnBatch nil and a no-op OnBatch: read each pair's ratio in
+// one run. With it, each call reads the clock twice, the loop once per wake-up.
+func BenchmarkOnBatch(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		var cfg Config[int, int]
+		name := "onbatch=nil"
+		if on {
+			cfg.OnBatch, name = func(Batch[int]) {}, "onbatch=noop"
+		}
+		for _, batch := range []int{8, 64} {
+			b.Run(fmt.Sprintf("keys=16/batch=%d/%s", batch, name), func(b *testing.B) {
+				c := cfg
+				c.MaxBatchSize, c.MaxQueued = batch, 16*batch
+				benchFerry(b, c, 16, 16*batch, func(s Stats) uint64 { return s.Batches })
+			})
+		}
+		b.Run("direct/callers=128/"+name, func(b *testing.B) {
+			c := cfg
+			c.DirectCalls = true
+			benchFerry(b, c, 128, 128, func(s Stats) uint64 { return s.DirectCalls })
+		})
+	}
+}
+
 // BenchmarkDirect is DirectCalls on idle keys, each caller with a key of its
 // own, beside a plain function call.
 func BenchmarkDirect(b *testing.B) {
