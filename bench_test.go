@@ -205,9 +205,17 @@ func benchFerry(b *testing.B, cfg Config[int, int], keys, callers int, calls fun
 // of 64 inputs, 4 per key: the same 1024 inputs in flight, from 16 callers.
 // Read it beside BenchmarkDo/keys=16/batch=64, in the same run.
 func BenchmarkDoMany(b *testing.B) {
+	for _, shards := range []int{1, 2} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) { benchDoMany(b, shards) })
+	}
+}
+
+// benchDoMany is BenchmarkDoMany with Config.Shards shards: with more than
+// one, each DoMany spans them all.
+func benchDoMany(b *testing.B, shards int) {
 	const keys, batch, per = 16, 64, 64
 	callers := keys * batch / per
-	f, err := New(echo, Config[int, int]{Key: func(v int) int { return v % keys }, MaxBatchSize: batch, MaxQueued: keys * batch})
+	f, err := New(echo, Config[int, int]{Key: func(v int) int { return v % keys }, MaxBatchSize: batch, MaxQueued: 4 * keys * batch, Shards: shards})
 	if err != nil {
 		b.Fatal(err)
 	}

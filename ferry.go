@@ -47,7 +47,7 @@ type Config[K comparable, I any] struct {
 	OnBatch         func(Batch[K]) // nil: none. Called after every call, off the loop: see Batch
 	CallTimeout     time.Duration  // 0: none. A call's context ends this long after it starts (ErrCallTimeout); < 0: invalid
 	CancelAbandoned bool           // cancel a batched call (ErrAbandoned) once every caller of its batch has given up
-	Shards          int            // loops, keys spread by hash; 0: one per processor (see README); < 0: invalid
+	Shards          int            // loops, keys spread by hash, bounds split between them; 0: 1; < 0: invalid
 }
 
 // Batch describes one finished call, for Config.OnBatch, which runs on the

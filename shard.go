@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
-	"runtime"
 )
 
 // This file spreads keys over shards. A shard is one loop with its own core
@@ -34,27 +33,21 @@ func (f *Ferry[K, I, O]) shardOf(k K) int {
 	return int(maphash.Comparable(f.seed, k) % uint64(len(f.shards)))
 }
 
-// minShare is the least room a default shard gets: a few full batches.
-const minShare = 256
-
-// shardCount is how many shards a ferry with these totals gets: n, or by
-// default one per processor that can run a loop, as long as each shard has a
-// worker and minShare of the room, and only if the room is bounded by count
-// alone: a share of MaxQueuedWeight would refuse inputs the whole room holds.
-// Every shard must get at least one worker, one input of room and, if it is
-// limited, one unit of weight.
+// shardCount is how many shards a ferry with these totals gets: n, or 1 by
+// default. Shares of the room are static: under a skewed key spread one
+// shard fills while another has room, and a room sized for exactly its
+// callers rejects some (see the README), so splitting it is the user's
+// choice. Every shard must get at least one worker, one input of room and,
+// if it is limited, one unit of weight.
 func shardCount(n, workers int, lim limits) (int, error) {
 	most := min(workers, lim.queued)
 	if lim.queuedWeight > 0 {
 		most = int(min(int64(most), lim.queuedWeight))
 	}
-	if n == 0 && lim.queuedWeight > 0 {
+	switch {
+	case n == 0:
 		return 1, nil
-	}
-	if n == 0 {
-		return max(1, min(runtime.GOMAXPROCS(0), most, lim.queued/minShare)), nil
-	}
-	if n > most {
+	case n > most:
 		return 0, fmt.Errorf("ferry: Config.Shards is %d, more than MaxInFlightBatches, MaxQueued or MaxQueuedWeight (%d) allow: each shard needs a share of them", n, most)
 	}
 	return n, nil
