@@ -1,0 +1,1063 @@
+/*
+ * ferry.pml: a SPIN model of ferry's protocol as the Go code implements it
+ * (ferry.go, loop.go, call.go, state.go). See README.md in this directory;
+ * model/check runs every configuration and every mutation.
+ *
+ * Processes and the Go code they stand for:
+ *   caller    Ferry.Do, answer, abandon, direct; or Submit (caller 1, SUBMIT),
+ *             or DoMany and abandonMany (caller 0, MANY)   (ferry.go, call.go)
+ *   loop      loop.run, receive, handle, submit, withdraw, admitMany, turn,
+ *             flush, settle, close, end, and the core state.admit/join/room/
+ *             enter/claim/take/release/drop/drain/flush/hurry (loop.go, state.go)
+ *   worker    work, finish, reply                          (call.go)
+ *   watcher   the AfterFunc of a Submit's ctx: Ferry.withdraw (ferry.go)
+ *   notifier  notifyAll, started by loop.close            (call.go)
+ *   flusher   Flush                                        (ferry.go)
+ *   closer    Close, Shutdown                              (ferry.go)
+ *
+ * Configuration (-D on spin's command line):
+ *   DIRECT=0|1   Config.DirectCalls, with MaxBatchDelay 0 when on. When off,
+ *                MaxBatchDelay > 0: deadlines exist, as "due or not".
+ *   ROUNDS0      how many Do calls caller 0 makes in turn (default 1)
+ *   CANCELMASK   bit c: caller c's ctx may end (default 1: caller 0's)
+ *   SUBMIT=1     caller 1 uses Submit, watched by a watcher
+ *   MANY=1       caller 0 uses DoMany with two inputs, of keys 0 and 1
+ *   FLUSH=1      a flusher calls Flush; FCANCEL=1: its ctx may end
+ *   CLOSER       0: the closer calls Close or Shutdown; 1: Close; 2: Shutdown
+ *   CALLERS      callers that make a call (default 3; 2: caller 2 makes none)
+ *   INCSZ        capacity of f.inc (default 4; Go: 1024)
+ *   MUT_*        one mutation each; see README.md
+ */
+
+#ifndef DIRECT
+#define DIRECT 0
+#endif
+#if DIRECT
+#define DELAY 0
+#else
+#define DELAY 1
+#endif
+#ifndef ROUNDS0
+#define ROUNDS0 1
+#endif
+#ifndef INCSZ
+#define INCSZ 4
+#endif
+#ifndef CANCELMASK
+#define CANCELMASK 1
+#endif
+#ifndef SUBMIT
+#define SUBMIT 0
+#endif
+#ifndef MANY
+#define MANY 0
+#endif
+#ifndef FLUSH
+#define FLUSH 0
+#endif
+#ifndef FCANCEL
+#define FCANCEL 0
+#endif
+#ifndef CLOSER
+#define CLOSER 0      /* 0: Close or Shutdown; 1: Close only; 2: Shutdown only */
+#endif
+#ifndef CALLERS
+#define CALLERS 3     /* callers that make a call: 2 leaves caller 2 out */
+#endif
+#define CANCELS(c) ((CANCELMASK >> (c)) & 1)
+
+#define NC   3    /* callers */
+#define NI   4    /* inputs: one per caller, and a DoMany's second (id 3) */
+#define NK   2    /* keys */
+#define NW   2    /* workers: MaxInFlightBatches */
+#define MAXQ 2    /* MaxQueued: the room */
+#define BS   2    /* MaxBatchSize */
+
+#define DIRECTW 2 /* the worker of a direct call's release (Go: direct = -1) */
+#define PING    9 /* the key of a Flush's ping, an empty job */
+
+/* an input's key: inputs 0 and 1 are key 0's, inputs 2 and 3 key 1's */
+#define ikey(i) (((i) >= 2) -> 1 : 0)
+#define isMany(i) (MANY && ((i) == 0 || (i) == 3))  /* a DoMany's input */
+#define isSub(i) (SUBMIT && (i) == 1)                /* a Submit's input */
+
+/* lane phases (state.go); IDLE is "no lane" */
+#define IDLE    0
+#define BUSY    1
+#define READY   2
+#define WAITING 3
+
+/* a DoMany's words on g.c, beside the counts 1 and 2 (Go: all are ints, 0
+ * the loop's word, g.err beside it) */
+#define W_OK   10
+#define W_ERR  11
+#define W_DROP 12
+
+mtype = { ADMIT, ADMITMANY, DROP, DROPMANY, START, RELEASE, ANSWERED,
+          NOTIFIED, EXIT, FLUSHM, CLOSE, SHUTDOWN,                   /* to the loop */
+          CLAIMED, REJECTED, CLOSED, ANSWER, DROPPED, KEPT, ADMITTED,
+          WITHDRAWN, OK };                                           /* replies */
+
+chan inc = [INCSZ] of { mtype, byte, byte }; /* f.inc: op, input or key, worker or n */
+chan rep[NC] = [1] of { mtype };             /* each waiter's w.c, buffered 1 */
+chan jobs[NW] = [2] of { byte, byte, byte }; /* wk.jobs: key or PING, buffer, acks owed */
+chan gc = [4] of { byte };                   /* the DoMany's g.c: n+2 */
+chan wd = [1] of { mtype };                  /* the Submit's w.drop */
+chan nch = [1] of { bit };                   /* go l.f.notifyAll(subs, ErrClosed) */
+chan fc = [1] of { mtype };                  /* the Flush's reply, c */
+
+bool done;                                   /* f.done is closed */
+bool ending;                                 /* loop-owned: end() will close it */
+
+/* ---- owned by the loop: the core (state.go) ---- */
+byte ph[NK];        /* lane phase per key */
+byte it[NK*BS];     /* lane items, in order: input+1, 0 for none */
+byte ln[NK];        /* items per lane */
+byte rq[NK];        /* the ready line: key+1, first come first served */
+byte rn;            /* lanes in the ready line */
+byte queued;        /* inputs waiting */
+byte busy;          /* calls in flight, batched and direct */
+bool closed;        /* drained */
+bool flushing;      /* flushed by Shutdown */
+bit  old[NI];       /* seq <= hurried, and <= the round's seq: admitted before the Flush */
+/* ---- owned by the loop: the shell (loop.go) ---- */
+byte idl[NW];       /* l.idle, a stack */
+byte nidle;
+bit  flip[NW];      /* wk.flip */
+byte bufc[NW*2*BS]; /* wk.bufs[2]: input+1 */
+bool closing, stopped;
+byte exited;
+bit  dcl[NK];       /* l.directs has the key: claimed for a direct call */
+bit  dir[NK];       /* and its cancel: the call has started */
+byte notify;        /* l.notify */
+bool sseen, swd;    /* the Submit's w.seen, w.withdrawn */
+bool rnd;           /* l.round != nil */
+byte left;          /* l.round.left */
+bit  dold[NK];      /* the direct call's claim is counted by the round */
+
+/* ---- ghosts: observers only, never read by the protocol ---- */
+byte calls[NK];     /* calls in flight per key, batched and direct */
+byte nbc;           /* batched calls in flight */
+bit  bu[NW*2];      /* a worker still reads that batch buffer */
+bit  ret[NI];       /* the input's caller has returned without its answer */
+bit  seen[NC];      /* the loop has read the current Do's admit */
+bit  outc[NI];      /* the input has had its one outcome */
+bit  pend[NI];      /* the input is admitted and not yet answered */
+bit  taken[NI];     /* the input has been taken into a batch */
+bit  inb[NC];       /* the caller has a call (batched or direct) not yet released */
+bit  dst[NK];       /* the loop has seen the direct call's opStart */
+bit  dcan[NK];      /* the direct call has been cancelled */
+byte nret;          /* callers whose last call has returned */
+byte wgone;         /* workers that have sent opExit and gone */
+bool cdone;         /* the closer has returned */
+bool fdone;         /* the flusher has returned */
+byte sarm;          /* the Submit's AfterFunc: 0 not set, 1 set, 2 stopped or started */
+bool sadm;          /* the Submit's input was admitted */
+byte sdone;         /* times the Submit's done has been called */
+
+/* loop temporaries, dead between the loop's atomic steps */
+hidden byte mb, ma, k, c, ti, tw, tb, tk, tn, kk2;
+hidden byte ok;
+hidden mtype mop;
+
+/* ------------------------------------------------------------------ */
+/* the core                                                            */
+
+/* a loop reply on a Do's or Submit's w.c: never blocks */
+inline reply(cc, v) {
+	assert(len(rep[cc]) == 0);
+	rep[cc]!v
+}
+
+/* the one outcome of input ii, from the loop or a worker */
+inline outcome(ii) {
+	assert(!outc[ii]);
+	outc[ii] = 1
+}
+
+/* a Do's outcome, from the loop */
+inline doReply(cc, v) {
+	reply(cc, v); outcome(cc)
+}
+
+inline pushReady(kk) {
+	ph[kk] = READY;
+	assert(rn < NK);
+	rq[rn] = kk + 1; rn++
+}
+
+inline unready(kk) {
+	if
+	:: rq[0] == kk + 1 -> rq[0] = rq[1]; rq[1] = 0
+	:: else -> assert(rq[1] == kk + 1); rq[1] = 0
+	fi;
+	rn--
+}
+
+inline removeLane(kk) {
+	if
+	:: ph[kk] == READY -> unready(kk)
+	:: else -> skip
+	fi;
+	ph[kk] = IDLE
+}
+
+/* a lane holds an input that a Flush hurried: its deadline is MinInt64 */
+#define hurried(kk) ((it[(kk)*BS] > 0 && old[it[(kk)*BS] - 1]) || (it[(kk)*BS + 1] > 0 && old[it[(kk)*BS + 1] - 1]))
+
+/* place: an idle lane with items to the ready line if it is full, hurried or
+ * the room is flushing, else to waiting. Go also sends a partial lane that is
+ * already due to the ready line; here its deadline passes later, at once. */
+inline place(kk) {
+	if
+	:: DELAY && !flushing && ln[kk] < BS && !hurried(kk) -> ph[kk] = WAITING
+	:: else -> pushReady(kk)
+	fi
+}
+
+/* every waiting lane becomes ready, in deadline order: either */
+inline allReady() {
+	if
+	:: ph[0] == WAITING && ph[1] == WAITING ->
+		if
+		:: pushReady(0); pushReady(1)
+		:: pushReady(1); pushReady(0)
+		fi
+	:: else ->
+		if
+		:: ph[0] == WAITING -> pushReady(0)
+		:: else -> skip
+		fi;
+		if
+		:: ph[1] == WAITING -> pushReady(1)
+		:: else -> skip
+		fi
+	fi
+}
+
+/* state.enter: input ii joins its lane (room has said yes) */
+inline enter(ii) {
+	assert(!closing);                               /* no input admitted after close */
+	queued++;
+	kk2 = ikey(ii);
+	it[kk2*BS + ln[kk2]] = ii + 1; ln[kk2]++;
+	pend[ii] = 1; old[ii] = 0;
+	if
+	:: ph[kk2] == IDLE -> place(kk2)
+	:: ph[kk2] == WAITING && ln[kk2] >= BS -> pushReady(kk2)   /* full */
+	:: else -> skip                                 /* rekey; or ready; or busy */
+	fi;
+	assert(queued <= MAXQ);
+	kk2 = 0
+}
+
+/* state.room(1) is refused: closed or flushing */
+#ifdef MUT_ADMIT_IGNORES_CLOSED
+#define REFUSED (flushing)                           /* MUTATION: closed not checked */
+#else
+#define REFUSED (closed || flushing)
+#endif
+
+/* loop.handle(opAdmit) for a Do, with state.admit */
+inline admitDo(cc) {
+	assert(!inb[cc]);    /* a caller's next Do comes after its last call's release */
+	seen[cc] = 1;
+	k = ikey(cc);
+	if
+	:: REFUSED -> doReply(cc, CLOSED)
+	:: else ->
+		if
+		:: DIRECT && ph[k] == IDLE ->               /* claim */
+			assert(!closing);
+			ph[k] = BUSY; busy++; inb[cc] = 1;
+			dcl[k] = 1; dold[k] = 0;
+			doReply(cc, CLAIMED)
+		:: else ->
+			if
+			:: queued >= MAXQ -> doReply(cc, REJECTED)
+			:: else -> enter(cc)
+			fi
+		fi
+	fi
+}
+
+/* loop.submit: a Submit's admission, which never claims */
+inline submit() {
+	sseen = 1;
+	if
+	:: swd -> assert(nfull(wd)); wd!KEPT; reply(1, WITHDRAWN)
+	:: else ->
+		if
+		:: REFUSED -> reply(1, CLOSED)
+		:: else ->
+			if
+			:: queued >= MAXQ -> reply(1, REJECTED)
+			:: else -> enter(1); sadm = 1; reply(1, ADMITTED)
+			fi
+		fi
+	fi
+}
+
+/* loop.admitMany: both inputs or neither */
+inline admitMany() {
+	if
+	:: REFUSED -> gc!W_ERR
+	:: else ->
+		if
+#ifdef MUT_MANY_ROOM_ONE
+		:: queued + 1 > MAXQ -> gc!W_ERR             /* MUTATION: room for one only */
+#else
+		:: queued + 2 > MAXQ -> gc!W_ERR
+#endif
+		:: else -> enter(0); enter(3); gc!W_OK
+		fi
+	fi
+}
+
+/* loop.dropOne with state.drop: ok if input ii was waiting, now gone */
+inline dropOne(ii) {
+	k = ikey(ii);
+	ti = 0;
+	do
+	:: ti < ln[k] && it[k*BS + ti] != ii + 1 -> ti++
+	:: else -> break
+	od;
+	ok = (ti < ln[k]);
+	if
+	:: ok ->
+		if
+		:: ti == 0 -> it[k*BS] = it[k*BS + 1]
+		:: else -> skip
+		fi;
+		it[k*BS + 1] = 0; ln[k]--;
+		queued--;
+		if
+		:: ln[k] == 0 && ph[k] != BUSY -> removeLane(k)
+		:: else ->
+			if
+			:: DELAY && ph[k] == READY && !flushing && ln[k] < BS && !hurried(k) ->
+				if
+				:: unready(k); ph[k] = WAITING      /* Ready -> Waiting: not yet due */
+				:: skip                             /* due already */
+				fi
+			:: else -> skip
+			fi
+		fi
+	:: else -> skip
+	fi;
+	ti = 0
+}
+
+/* l.count(w.tk.seq <= l.flushed()) */
+inline countOld(ii) {
+	if
+	:: rnd && old[ii] -> assert(left > 0); left--
+	:: else -> skip
+	fi
+}
+
+/* loop.handle(opDrop) for a Do */
+inline dropDo(cc) {
+	dropOne(cc);
+	if
+	:: ok -> countOld(cc); pend[cc] = 0; doReply(cc, DROPPED)   /* w.c is empty */
+	:: else ->
+#ifdef MUT_KEPT_ALWAYS
+		assert(len(rep[cc]) == 0); rep[cc]!KEPT     /* MUTATION: errKept even into a full w.c */
+#else
+		if
+		:: nfull(rep[cc]) -> rep[cc]!KEPT
+		:: full(rep[cc]) -> skip                     /* w.c holds its answer */
+		fi
+#endif
+	fi
+}
+
+/* loop.withdraw: a Submit's drop */
+inline withdraw() {
+	if
+	:: !sseen -> swd = 1                             /* submit answers both */
+	:: else ->
+		dropOne(1);
+		assert(nfull(wd));
+		if
+		:: ok -> notify++; wd!DROPPED               /* its done is the watcher's */
+		:: else -> wd!KEPT
+		fi
+	fi
+}
+
+/* loop.handle(opDropMany) */
+inline dropMany() {
+	dropOne(0);
+	if
+	:: ok -> countOld(0); pend[0] = 0; outcome(0)
+	:: else -> skip
+	fi;
+	dropOne(3);
+	if
+	:: ok -> countOld(3); pend[3] = 0; outcome(3)
+	:: else -> skip
+	fi;
+	assert(nfull(gc)); gc!W_DROP
+}
+
+/* loop.handle(opRelease) with state.release */
+inline release(kk, wk) {
+	assert(ph[kk] == BUSY);    /* Go: panic, a release of a key with no call in flight */
+	busy--;
+	if
+	:: ln[kk] == 0 -> removeLane(kk)
+	:: else -> place(kk)
+	fi;
+	/* ghost: the call's callers may come again */
+	if
+	:: kk == 0 -> inb[0] = 0; inb[1] = 0
+	:: else -> inb[2] = 0
+	fi;
+	if
+	:: wk == DIRECTW ->
+		assert(dcl[kk]);
+		assert(!(closing && dst[kk]) || dcan[kk]);  /* close cancelled it */
+		if
+		:: rnd && dold[kk] -> assert(left > 0); left--
+		:: else -> skip
+		fi;
+		dcl[kk] = 0; dir[kk] = 0; dold[kk] = 0; dst[kk] = 0; dcan[kk] = 0
+	:: else ->
+		idl[nidle] = wk; nidle++
+	fi
+}
+
+/* loop.close with state.drain */
+inline lclose() {
+	if
+	:: closing -> skip
+	:: else ->
+		closing = 1; closed = 1;
+		k = 0;
+		do
+		:: k < NK ->
+			ti = 0;
+			do
+			:: ti < ln[k] ->
+				c = it[k*BS + ti] - 1;
+				if
+				:: isMany(c) -> assert(nfull(gc)); gc!1; pend[c] = 0; outcome(c)
+				:: isSub(c) -> notify++; assert(nfull(nch)); nch!1  /* its done: off the loop */
+				:: else -> doReply(c, CLOSED); pend[c] = 0
+				fi;
+				it[k*BS + ti] = 0; ti++
+			:: else -> break
+			od;
+			ln[k] = 0;
+			if
+			:: ph[k] != BUSY -> ph[k] = IDLE
+			:: else -> skip
+			fi;
+			if
+			:: dir[k] -> dcan[k] = 1                 /* go d.cancel(ErrClosed) */
+			:: else -> skip
+			fi;
+			k++
+		:: else -> break
+		od;
+		rq[0] = 0; rq[1] = 0; rn = 0; queued = 0;
+		if
+		:: rnd -> fc!CLOSED; rnd = 0; left = 0      /* the round's replies: ErrClosed */
+		:: else -> skip
+		fi;
+		k = 0; ti = 0; c = 0
+	fi
+}
+
+/* loop.flush: a round for the Flush; every input admitted so far is older
+ * than it; what waits is hurried (state.hurry) */
+inline startRound() {
+	rnd = 1;
+	left = queued + dcl[0] + dcl[1] + notify + NW;
+	old[0] = 1; old[1] = 1; old[2] = 1; old[3] = 1;
+	dold[0] = dcl[0]; dold[1] = dcl[1];
+	assert(nfull(jobs[0]) && nfull(jobs[1]));
+#ifndef MUT_FLUSH_NO_PING
+	jobs[0]!PING, 0, 0; jobs[1]!PING, 0, 0;
+#else
+	left = left - NW;                                /* MUTATION: the workers not waited for */
+#endif
+	allReady()
+}
+
+/* loop.settle, with the property a Flush's nil stands for */
+inline settle() {
+	if
+	:: rnd && left == 0 ->
+		/* every input admitted before the Flush has been answered, and every
+		 * direct call in flight then is over */
+		assert(!(old[0] && pend[0]) && !(old[1] && pend[1]));
+		assert(!(old[2] && pend[2]) && !(old[3] && pend[3]));
+		assert(!dold[0] && !dold[1]);
+		fc!OK; rnd = 0
+	:: else -> skip
+	fi
+}
+
+/* loop.turn: a batch on each idle worker while a lane is ready (state.take) */
+inline turn() {
+	do
+	:: nidle > 0 && rn > 0 ->
+		nidle--; tw = idl[nidle]; idl[nidle] = 0;
+		tk = rq[0] - 1; rq[0] = rq[1]; rq[1] = 0; rn--;
+		assert(ph[tk] == READY);
+#ifndef MUT_TAKE_NOT_BUSY
+		ph[tk] = BUSY;
+#endif
+		busy++;
+#ifdef MUT_NO_FLIP
+		tb = 0;                                      /* MUTATION: always wk.bufs[0] */
+#else
+		tb = flip[tw];
+#endif
+		assert(!bu[tw*2 + tb]);                      /* the worker is done with it */
+		assert(ln[tk] <= BS);
+		ti = 0; tn = 0;
+		do
+		:: ti < ln[tk] ->
+			c = it[tk*BS + ti] - 1;
+			assert(!ret[c]);     /* no input whose caller has given up joins a call */
+			assert(!taken[c]);
+			taken[c] = 1;
+			if
+			:: c < NC -> inb[c] = 1
+			:: else -> skip
+			fi;
+			if
+			:: rnd && old[c] -> tn++                 /* it owes the round an ack */
+			:: else -> skip
+			fi;
+			bufc[(tw*2 + tb)*BS + ti] = c + 1;
+			it[tk*BS + ti] = 0; ti++
+		:: else -> break
+		od;
+		queued = queued - ln[tk]; ln[tk] = 0;
+		flip[tw] = 1 - flip[tw];
+		assert(nfull(jobs[tw]));                     /* a batch only while idle, and a ping */
+		jobs[tw]!tk, tb, tn;
+		tw = 0; tk = 0; tb = 0; ti = 0; c = 0; tn = 0
+	:: else -> break
+	od
+}
+
+/* loop.end, up to close(f.done) */
+inline endcheck() {
+	settle();
+	if
+	:: flushing && queued == 0 && busy == 0 -> lclose()
+	:: else -> skip
+	fi;
+	if
+#ifdef MUT_NO_NOTIFY_WAIT
+	:: closing && busy == 0 ->                       /* MUTATION: done callbacks not waited for */
+#else
+	:: closing && busy == 0 && notify == 0 ->
+#endif
+		stopped = 1;                                 /* close(wk.jobs) */
+		if
+#ifdef MUT_NO_EXIT_WAIT
+		:: true ->                                   /* MUTATION: no wait for the workers */
+#else
+		:: exited == NW ->
+#endif
+			assert(!dir[0] && !dir[1]);
+			ending = 1                               /* end() will return true */
+		:: else -> skip
+		fi
+	:: else -> skip
+	fi
+}
+
+/* time passes: the deadline of one waiting lane or more passes; they are
+ * promoted in deadline order, either when both */
+inline fire() {
+	if
+	:: ph[0] == WAITING && ph[1] == WAITING ->
+		if
+		:: pushReady(0)
+		:: pushReady(1)
+		:: pushReady(0); pushReady(1)
+		:: pushReady(1); pushReady(0)
+		fi
+	:: ph[0] == WAITING && ph[1] != WAITING -> pushReady(0)
+	:: ph[0] != WAITING && ph[1] == WAITING -> pushReady(1)
+	fi
+}
+
+inline handle() {
+	if
+	:: mop == ADMIT && isSub(ma) -> submit()
+	:: mop == ADMIT && !isSub(ma) -> admitDo(ma)
+	:: mop == ADMITMANY -> admitMany()
+	:: mop == DROP && isSub(ma) -> withdraw()
+	:: mop == DROP && !isSub(ma) -> dropDo(ma)
+	:: mop == DROPMANY -> dropMany()
+	:: mop == START    ->
+		assert(dcl[ma]);
+		dst[ma] = 1;
+		if
+		:: closing -> dcan[ma] = 1                   /* go m.cancel(ErrClosed) */
+		:: else -> dir[ma] = 1
+		fi
+	:: mop == RELEASE  -> release(ma, mb)
+	:: mop == ANSWERED ->
+		if
+		:: rnd -> assert(left >= mb); left = left - mb
+		:: else -> skip
+		fi
+	:: mop == NOTIFIED ->
+		assert(notify > 0); notify--;
+		if
+		:: ma == 1 -> countOld(1)                    /* the watcher's */
+		:: else -> skip
+		fi
+	:: mop == EXIT     -> exited++
+	:: mop == FLUSHM   ->
+		if
+		:: closing -> fc!CLOSED
+		:: else -> startRound()
+		fi
+	:: mop == CLOSE    -> lclose()
+	:: mop == SHUTDOWN ->
+		if
+		:: !closed && !flushing -> flushing = 1; allReady()   /* state.flush */
+		:: else -> skip
+		fi
+	fi;
+	mop = 0; ma = 0; mb = 0; k = 0; ok = 0
+}
+
+/* ------------------------------------------------------------------ */
+
+proctype loop() {
+	byte n;
+	do
+	:: ending -> done = 1; break                     /* end(): close(f.done); messages sent
+	                                                  * since the last receive stay in inc */
+	:: else ->
+		if
+		:: atomic {                                  /* receive: one wake-up */
+			inc?mop, ma, mb ->
+			handle();
+			n = len(inc);                            /* and every message queued behind */
+			do
+			:: n > 0 -> inc?mop, ma, mb; handle(); n--
+			:: else -> break
+			od;
+			turn(); endcheck()
+		   }
+		:: atomic { (ph[0] == WAITING || ph[1] == WAITING) -> fire(); turn(); endcheck() }  /* a deadline */
+		fi
+	od;
+	/* end(): every message sent before done was closed is in inc now */
+	atomic {
+		n = len(inc);
+		do
+		:: n > 0 ->
+			inc?mop, ma, mb;
+			if
+#ifndef MUT_NO_FINAL_DRAIN
+			:: mop == ADMIT && !isSub(ma) -> seen[ma] = 1; doReply(ma, CLOSED)
+			:: mop == ADMIT && isSub(ma) -> reply(1, CLOSED)
+			:: mop == ADMITMANY -> gc!W_ERR
+			:: mop == FLUSHM -> fc!CLOSED
+#endif
+			:: else -> skip
+			fi;
+			n--
+		:: else -> break
+		od;
+		mop = 0; ma = 0; mb = 0
+	}
+}
+
+/* a worker answers input wc-1 of its batch: reply, for a Do or a DoMany;
+ * a Submit's done comes after them (here in the same step) */
+inline answerOne(wc) {
+	outcome(wc - 1); pend[wc - 1] = 0;
+	if
+	:: isMany(wc - 1) -> assert(nfull(gc)); gc!1
+	:: isSub(wc - 1) ->
+		if
+		:: sarm == 1 -> sarm = 2                     /* notify: w.stop() */
+		:: else -> skip
+		fi;
+		sdone++; assert(sdone == 1)                  /* done(out, err) */
+	:: else -> rep[wc - 1]!ANSWER                    /* after an errKept, once it is read */
+	fi
+}
+
+proctype worker(byte id) {
+	byte wk, wb, wn, i, wc;
+	do
+	:: atomic {
+		jobs[id]?wk, wb, wn ->
+		if
+		:: wk != PING ->                             /* the call starts */
+			bu[id*2 + wb] = 1;
+			calls[wk]++; assert(calls[wk] <= 1);
+			nbc++; assert(nbc <= NW)
+		:: else -> skip
+		fi
+	   };
+		if
+		:: wk == PING -> atomic { inc!ANSWERED, id, 1; wk = 0; wb = 0; wn = 0 }  /* a Flush's ping */
+		:: else ->
+#ifndef MUT_ANSWER_BEFORE_RELEASE
+			atomic { inc!RELEASE, wk, id; calls[wk]--; nbc-- } /* it returns; finish: release first */
+#else
+			d_step { calls[wk]--; nbc-- }
+#endif
+			atomic {                                 /* answer each input */
+				i = 0;
+				do
+				:: i < BS && bufc[(id*2 + wb)*BS + i] > 0 ->
+					wc = bufc[(id*2 + wb)*BS + i];
+					answerOne(wc);
+					wc = 0; i++
+				:: else -> break
+				od;
+				i = 0;
+#ifdef MUT_ANSWER_BEFORE_RELEASE
+				inc!RELEASE, wk, id;                 /* MUTATION: release after the answers */
+#endif
+				bufc[(id*2 + wb)*BS] = 0; bufc[(id*2 + wb)*BS + 1] = 0;
+				bu[id*2 + wb] = 0; wk = 0; wb = 0;
+				if
+				:: wn > 0 -> inc!ANSWERED, id, wn    /* j.ack */
+				:: else -> skip
+				fi;
+				wn = 0
+			}
+		fi
+	:: atomic { stopped && empty(jobs[id]) -> break }  /* for range jobs ends */
+	od;
+	atomic { inc!EXIT, 0, 0; wgone++ }
+}
+
+/* a call returns */
+inline fin() {
+	nret++; r = 0
+}
+
+/* a Do that got its call's answer, or whose direct call is over, returned
+ * with its waiter pooled: caller 0 may make another Do */
+inline againOrFin() {
+	if
+	:: me == 0 && round + 1 < ROUNDS0 && (r == ANSWER || r == CLAIMED) ->
+		assert(outc[me]);
+		round++; outc[me] = 0; seen[me] = 0; taken[me] = 0; r = 0;
+		goto do_
+	:: else -> fin(); goto out
+	fi
+}
+
+/* answer(): r was read from w.c. A claimed caller starts its direct call
+ * (opStart, then the call); any other returns r. */
+inline got() {
+	if
+	:: r == CLAIMED ->
+		inc!START, key, 0;
+#ifndef MUT_EARLY_RELEASE
+		calls[key]++; assert(calls[key] <= 1)
+#else
+		inc!RELEASE, key, DIRECTW                    /* MUTATION: released before the call */
+#endif
+	:: else -> againOrFin()
+	fi
+}
+
+/* Ferry.send, and Do's own first select: the fast path if inc has room,
+ * else a select with done (then ok is false) */
+inline send(m, a) {
+	if
+	:: atomic { inc!m, a, 0; sent = 1 }
+	:: full(inc) ->
+		if
+		:: atomic { inc!m, a, 0; sent = 1 }
+		:: done -> sent = 0
+		fi
+	fi
+}
+
+proctype caller(byte me) {
+	byte key = ikey(me);
+	byte round = 0;
+	bit sent;
+	mtype r;
+	byte gw, ngot;
+	if
+	:: me >= CALLERS -> fin(); goto out
+	:: isSub(me) -> goto sub
+	:: isMany(me) -> goto many
+	:: else -> skip
+	fi;
+do_:
+	/* Do: send opAdmit, by the fast path or in a select with done; then, at
+	 * once (see README), look at done */
+	if
+	:: atomic { inc!ADMIT, me, 0; if :: done -> goto dn :: else -> goto wt fi }
+	:: full(inc) ->
+		if
+		:: atomic { inc!ADMIT, me, 0; if :: done -> goto dn :: else -> goto wt fi }
+		:: atomic { done -> fin() }; goto out        /* ErrClosed */
+		fi
+	fi;
+dn:	/* done is closed: take an answer if there is one, else ErrClosed */
+	if
+	:: atomic { rep[me]?r -> got() }; goto called
+	:: atomic { empty(rep[me]) -> ret[me] = 1; fin() }; goto out  /* w not pooled */
+	fi;
+wt:	/* wait for the answer or the end of ctx */
+	if
+	:: atomic { rep[me]?r -> got() }
+	:: atomic { CANCELS(me) && nfull(inc) -> inc!DROP, me, 0 }; goto abandon /* ctx ended */
+	:: atomic { CANCELS(me) && done -> ret[me] = 1; fin() }; goto out    /* ctx ended, done closed */
+	fi;
+called:
+	/* only a claimed caller gets here: its direct call is in flight */
+#ifndef MUT_EARLY_RELEASE
+	atomic { inc!RELEASE, key, DIRECTW; calls[key]--; againOrFin() } /* it returns; defer */
+#else
+	atomic { calls[key]++; assert(calls[key] <= 1) }
+	atomic { calls[key]--; againOrFin() }
+#endif
+abandon:
+	/* drop sent; wait for one word */
+#ifdef MUT_NO_DROP_WAIT
+	atomic { ret[me] = 1; fin() }; goto out          /* MUTATION: no wait for the word */
+#endif
+	if
+	:: atomic {
+		rep[me]?r ->
+		if
+		:: r == CLAIMED -> inc!RELEASE, key, DIRECTW /* it will not make the call */
+		:: else -> skip
+		fi;
+		ret[me] = 1; fin()
+	   }
+	:: atomic { done -> ret[me] = 1; fin() }
+	fi;
+	goto out;
+
+sub:	/* Submit: its AfterFunc is set before the admission */
+	sarm = CANCELS(me);
+	send(ADMIT, me);
+	if
+	:: !sent -> goto unsub                          /* ErrClosed */
+	:: else -> skip
+	fi;
+	if                                              /* as in Do */
+	:: atomic { done ->
+		if
+		:: rep[me]?r
+		:: empty(rep[me]) -> r = CLOSED; goto unsub  /* stop() */
+		fi }
+	:: else -> rep[me]?r
+	fi;
+	if
+	:: r == ADMITTED -> fin(); goto out              /* nil */
+	:: r == WITHDRAWN -> ret[me] = 1; fin(); goto out /* ctx's error */
+	:: else -> skip
+	fi;
+unsub:	/* f.unsubmit: stop the AfterFunc if it has not started */
+	atomic {
+		if
+		:: sarm == 1 -> sarm = 2
+		:: else -> skip
+		fi;
+		ret[me] = 1; fin()
+	};
+	goto out;
+
+many:	/* DoMany of inputs 0 (key 0) and 3 (key 1) */
+	send(ADMITMANY, 0);
+	if
+	:: !sent -> atomic { ret[0] = 1; ret[3] = 1; fin() }; goto out
+	:: else -> skip
+	fi;
+	if                                              /* as in Do */
+	:: atomic { done ->
+		if
+		:: gc?gw
+		:: empty(gc) -> ret[0] = 1; ret[3] = 1; fin(); goto out
+		fi }
+	:: else -> gc?gw
+	fi;
+	if
+	:: gw == W_ERR -> atomic { ret[0] = 1; ret[3] = 1; fin() }; goto out
+	:: else -> assert(gw == W_OK)
+	fi;
+	do
+	:: ngot < 2 ->
+		if
+		:: gc?gw -> assert(gw < W_OK); ngot = ngot + gw
+		:: CANCELS(0) -> goto abandonMany           /* ctx ended */
+		fi
+	:: else -> break
+	od;
+	atomic { fin(); gw = 0; ngot = 0 };
+	goto out;
+abandonMany:
+	send(DROPMANY, 0);
+	if
+	:: sent ->
+		do
+		:: gc?gw ->
+			if
+			:: gw < W_OK -> ngot = ngot + gw
+			:: else -> assert(gw == W_DROP); break   /* the loop's word */
+			fi
+		:: done -> break
+		od
+	:: else -> skip
+	fi;
+	atomic { ret[0] = 1; ret[3] = 1; fin(); gw = 0; ngot = 0 };
+out:
+	skip
+}
+
+/* Ferry.withdraw, run by the Submit's AfterFunc once its ctx ends */
+proctype watcher() {
+	bit sent;
+	mtype r;
+end_w:
+	if
+	:: atomic { sarm == 1 -> sarm = 2 }              /* ctx ends: the AfterFunc starts */
+	:: sarm == 2 -> goto out                         /* stopped: it never runs */
+	fi;
+	send(DROP, 1);
+	if
+	:: !sent -> goto out
+	:: else -> skip
+	fi;
+	if
+	:: wd?r ->
+		if
+		:: r == DROPPED ->
+			atomic {
+				ret[1] = 1;
+				outcome(1); pend[1] = 0;
+				sdone++; assert(sdone == 1)          /* done(zero, ctx's error) */
+			};
+			inc!NOTIFIED, 1, 0
+		:: else -> skip
+		fi
+	:: done -> skip
+	fi;
+out:
+	skip
+}
+
+/* notifyAll: the Submit's done, with ErrClosed, off the loop */
+proctype notifier() {
+end_n:
+	if
+	:: nch?_ ->
+		atomic {
+			if
+			:: sarm == 1 -> sarm = 2
+			:: else -> skip
+			fi;
+			outcome(1); pend[1] = 0;
+			sdone++; assert(sdone == 1)
+		};
+		inc!NOTIFIED, 0, 0
+	:: done -> skip
+	fi
+}
+
+proctype flusher() {
+	bit sent;
+	mtype r;
+	send(FLUSHM, 0);
+	if
+	:: !sent -> goto out                             /* ErrClosed */
+	:: else -> skip
+	fi;
+	if
+	:: fc?r
+	:: FCANCEL -> skip                               /* ctx's error */
+	:: atomic { done ->
+		if
+		:: fc?r
+		:: empty(fc) -> skip                         /* ErrClosed */
+		fi }
+	fi;
+out:
+	fdone = 1
+}
+
+inline closedok() {  /* Close (or Shutdown) returns: every call over, every goroutine gone */
+	assert(done && wgone == NW && calls[0] == 0 && calls[1] == 0 && busy == 0);
+	assert(notify == 0 && (!sadm || sdone == 1))     /* every admitted Submit's done has run */
+}
+
+proctype closer() {
+	if
+	:: CLOSER != 2 -> goto close_
+	:: CLOSER != 1 -> /* Shutdown */
+		if
+		:: inc!SHUTDOWN, 0, 0
+		:: atomic { done -> closedok(); cdone = 1 }; goto out  /* nil */
+		fi;
+		if
+		:: atomic { done -> closedok(); cdone = 1 }; goto out  /* nil */
+		:: goto close_                               /* its ctx ended, then Close */
+		fi
+	fi;
+close_:
+	if
+	:: inc!CLOSE, 0, 0
+	:: atomic { done -> closedok(); cdone = 1 }; goto out
+	fi;
+	atomic { done -> closedok(); cdone = 1 };
+out:
+	skip
+}
+
+init {
+	atomic {
+		idl[0] = 0; idl[1] = 1; nidle = NW;
+		run loop();
+		run worker(0); run worker(1);
+		run caller(0); run caller(1); run caller(2);
+#if SUBMIT
+		run notifier();
+#if (CANCELMASK >> 1) & 1
+		run watcher();
+#endif
+#endif
+#if FLUSH
+		run flusher();
+#else
+		fdone = 1;
+#endif
+		run closer()
+	}
+	_nr_pr == 1;    /* every other process has ended */
+	d_step {
+		assert(done && busy == 0 && queued == 0 && rn == 0 && notify == 0);
+		assert(ph[0] == IDLE && ph[1] == IDLE && calls[0] == 0 && calls[1] == 0);
+		assert(exited == NW && wgone == NW && nret == NC && cdone && fdone);
+		/* every Do the loop heard of had exactly one outcome */
+		assert((!seen[0] || outc[0] || MANY) && (!seen[1] || outc[1] || SUBMIT) && (!seen[2] || outc[2]));
+		assert(!pend[0] && !pend[1] && !pend[2] && !pend[3]);
+		assert(!sadm || sdone == 1)
+	}
+}
+
+/* ---- liveness, checked with pan -a -f ---- */
+#define allend (done && cdone && fdone && nret == NC && wgone == NW)
+ltl live {
+	[] ((pend[0] -> <> !pend[0]) && (pend[1] -> <> !pend[1]) &&
+	    (pend[2] -> <> !pend[2]) && (pend[3] -> <> !pend[3]) &&
+	    (ln[0] > 0 -> <> (ln[0] == 0)) && (ln[1] > 0 -> <> (ln[1] == 0))) && <> allend
+}
