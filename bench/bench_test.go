@@ -6,6 +6,9 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -25,7 +28,25 @@ const (
 	wait    = 100 * time.Microsecond // the delay of the peers that batch by time
 )
 
-// impl is one batcher under test: do sends in, which has key in % keys.
+// setup is the shape of a workload: keys (a power of two, so that an input's
+// key is in & mask, as cheap as the constant's % was), the batch size and the
+// number of closed-loop callers.
+type setup struct {
+	keys, batch, callers int
+	mask                 int
+}
+
+func newSetup(keys, batch, callers int) setup {
+	if keys <= 0 || keys&(keys-1) != 0 {
+		panic(fmt.Sprintf("keys %d is not a power of two", keys))
+	}
+	return setup{keys: keys, batch: batch, callers: callers, mask: keys - 1}
+}
+
+// headline is the README's workload, of BenchmarkDo and BenchmarkMany.
+var headline = newSetup(keys, batch, callers)
+
+// impl is one batcher under test: do sends in, which has key in & mask.
 type impl struct {
 	do    func(ctx context.Context, in int) (int, error)
 	close func()
@@ -39,7 +60,7 @@ func echo(ins []int) []int {
 
 var impls = []struct {
 	name string
-	make func() impl
+	make func(setup) impl
 }{
 	{"floor", newFloor},
 	{"ferry", newFerry},
@@ -50,74 +71,165 @@ var impls = []struct {
 	{"bundler", newBundler},
 }
 
+// BenchmarkDo is the README's headline workload: 16 keys, batch 64, 1024
+// closed-loop callers, each fixed to one key. Besides drive's figures it
+// reports rejected/op, the fraction of Do calls rejected: the room is exactly
+// the callers, so it is 0 unless a shard's share of the room is smaller than
+// the callers of its keys, and the figures of a row where it is not 0 are
+// not comparable with the others (a rejected call is not an input answered).
 func BenchmarkDo(b *testing.B) {
 	for _, im := range impls {
 		b.Run("impl="+im.name, func(b *testing.B) {
-			x := im.make()
+			x := im.make(headline)
 			defer x.close()
-			run(b, x)
+			b.ReportMetric(run(b, headline, x), "rejected/op")
 		})
 	}
 }
 
-// run drives callers closed-loop through x.
-func run(b *testing.B, x impl) {
-	drive(b, callers, 1, func(ctx context.Context, c, i int) bool {
-		in := c%keys + i*keys
+// run drives s.callers closed-loop through x, caller c with key c & s.mask,
+// and returns the fraction of Do calls rejected (ErrRejected), which do not
+// count as inputs; a rejected caller calls again at once. Every other error
+// is a wrong answer.
+func run(b *testing.B, s setup, x impl) float64 {
+	return drive(b, s.callers, 1, func(ctx context.Context, c, i int) outcome {
+		in := c&s.mask + i*s.keys
 		out, err := x.do(ctx, in)
-		return err == nil && out == in
+		if err != nil && errors.Is(err, ferry.ErrRejected) {
+			return rejected
+		}
+		return check(err == nil && out == in)
 	})
+}
+
+// outcome is what one turn of a caller got.
+type outcome uint8
+
+const (
+	right    outcome = iota
+	wrong            // an error or a wrong output: drive fails the benchmark
+	rejected         // ErrRejected, for the callers that take it as an answer
+)
+
+func check(ok bool) outcome {
+	if ok {
+		return right
+	}
+	return wrong
 }
 
 // drive runs n closed-loop goroutines, each with its own context, whose
 // each(ctx, caller, round) answers per inputs and reports whether they were
-// right, and measures a window of b.N inputs after a warm-up, so that start
-// and the drain stay out of the figures.
-func drive(b *testing.B, n, per int, each func(ctx context.Context, c, i int) bool) {
-	var done, wrong atomic.Int64
+// right (or the turn was rejected, answering none), and measures a window of
+// at least b.N inputs after a warm-up, so that start and the drain stay out
+// of the figures. The warm-up is 4 turns of every caller up to 32,768
+// inputs, and one turn of every caller beyond: at 262,144 callers four turns
+// would be a million inputs, seconds spent twice per benchmark (b.N=1's
+// probe too). The window is at least n*per inputs, a turn of every caller:
+// a shorter one ends before it is measured (as at -benchtime=100x). A run
+// of b.N = 1 is testing's probe before the run of -benchtime=Nx, whose
+// figures it drops: it has no warm-up, a window of 1 and no live-B/caller,
+// so that its two GCs do not double the cost at 262,144 callers, where a GC
+// takes seconds beside the running callers. So give -benchtime 2x or more.
+//
+// It reports ns, allocations and bytes per answered input, and live-B/caller:
+// the heap and stacks in use (HeapAlloc + StackInuse) after a GC, taken once
+// the window has been measured and with the callers still running, beyond
+// those after a GC before they started (so not the batcher made before drive),
+// divided by n. The GC comes after the window so that the window starts where
+// it did before there was this metric, not right after a GC. It returns the
+// fraction of turns rejected in the window, for the callers that count them.
+func drive(b *testing.B, n, per int, each func(ctx context.Context, c, i int) outcome) (rejectedPerOp float64) {
+	var done, wrongs, rejects atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	// The callers wait for begin, so that making them is not slowed by those
+	// already running: with 262,144 callers that took a minute.
+	begin := make(chan struct{})
+	probe := b.N == 1
+	var base int64
+	if !probe {
+		runtime.GC() // and again in inUse: what sync.Pools held before is gone
+		base = inUse()
+	}
+	cancels := make([]context.CancelFunc, 0, n)
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
 	for c := range n {
 		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
+		cancels = append(cancels, cancel)
 		wg.Go(func() {
+			<-begin
 			for i := 1; !stop.Load(); i++ {
-				if !each(ctx, c, i) {
-					wrong.Add(1)
+				switch each(ctx, c, i) {
+				case right:
+					done.Add(int64(per))
+				case wrong:
+					wrongs.Add(1)
+					done.Add(int64(per))
+				case rejected:
+					rejects.Add(1)
 				}
-				done.Add(int64(per))
 			}
 		})
 	}
-	for done.Load() < int64(n*per)*4 {
+	close(begin)
+	warm := int64(max(n*per, min(4*n*per, 1<<15)))
+	if probe {
+		warm = 0
+	}
+	for done.Load() < warm {
 		time.Sleep(time.Millisecond)
 	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	start := done.Load()
+	start, rej0 := done.Load(), rejects.Load()
 	b.ResetTimer()
 	t0 := time.Now()
-	for done.Load()-start < int64(b.N) {
+	window := int64(max(b.N, n*per))
+	if probe {
+		window = 1
+	}
+	for done.Load()-start < window {
 		time.Sleep(100 * time.Microsecond)
 	}
 	elapsed := time.Since(t0)
-	got := done.Load() - start
+	got, rej := done.Load()-start, rejects.Load()-rej0
 	b.StopTimer()
 	runtime.ReadMemStats(&m1)
+	var live int64
+	if !probe {
+		live = inUse() - base
+	}
 	stop.Store(true)
 	wg.Wait()
-	if wrong.Load() > 0 {
-		b.Fatalf("%d wrong answers", wrong.Load())
+	if wrongs.Load() > 0 {
+		b.Fatalf("%d wrong answers", wrongs.Load())
 	}
 	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(got), "ns/input")
 	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(got), "allocs/input")
 	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(got), "B/input")
+	if !probe {
+		b.ReportMetric(float64(live)/float64(n), "live-B/caller")
+	}
 	b.ReportMetric(0, "ns/op")
+	return float64(rej) / (float64(rej) + float64(got)/float64(per))
+}
+
+// inUse is the heap and stack memory in use after a GC.
+func inUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc + m.StackInuse)
 }
 
 // newFloor is the channel floor: a request to one goroutine, the reply
 // waited for in a select with the caller's context. It does no batching.
-func newFloor() impl {
+func newFloor(setup) impl {
 	type req struct {
 		v int
 		c chan int
@@ -151,41 +263,31 @@ func newFloor() impl {
 	}
 }
 
-func newFerry() impl {
+// newFerry is ferry's default config (one loop) but for MaxBatchSize s.batch
+// and MaxQueued s.callers.
+func newFerry(s setup) impl { return newFerryShards(s, 1) }
+
+// newFerrySharded is ferry's built-in sharding with two shards: the
+// default's 4 workers split 2 and 2 (the README's way past one loop, which
+// used to be two ferries by hand).
+func newFerrySharded(s setup) impl { return newFerryShards(s, 2) }
+
+// newFerryShards is ferry with n shards. Each shard's share of the room is
+// s.callers, so that however the keys hash no caller is rejected: a room
+// split into static shares needs headroom (see the README's Shards).
+func newFerryShards(s setup, shards int) impl {
 	f, err := ferry.New(func(_ context.Context, _ int, ins []int) ([]int, error) { return echo(ins), nil },
-		ferry.Config[int, int]{Key: func(v int) int { return v % keys }, MaxBatchSize: batch, MaxQueued: callers})
+		ferry.Config[int, int]{Key: func(v int) int { return v & s.mask }, MaxBatchSize: s.batch,
+			MaxQueued: s.callers * shards, MaxInFlightBatches: ferry.DefaultMaxInFlightBatches, Shards: shards})
 	if err != nil {
 		panic(err)
 	}
 	return impl{do: f.Do, close: func() { f.Close() }}
 }
 
-// newFerrySharded is two ferries, each with half the keys and half the
-// workers: the README's way past one loop.
-func newFerrySharded() impl {
-	var fs [2]*ferry.Ferry[int, int, int]
-	for i := range fs {
-		f, err := ferry.New(func(_ context.Context, _ int, ins []int) ([]int, error) { return echo(ins), nil },
-			ferry.Config[int, int]{Key: func(v int) int { return v % keys }, MaxBatchSize: batch,
-				MaxQueued: callers, MaxInFlightBatches: 2})
-		if err != nil {
-			panic(err)
-		}
-		fs[i] = f
-	}
-	return impl{
-		do: func(ctx context.Context, in int) (int, error) { return fs[in%keys%2].Do(ctx, in) },
-		close: func() {
-			for _, f := range fs {
-				f.Close()
-			}
-		},
-	}
-}
-
 // newMutex is the batcher one writes by hand: a mutex, a lane per key, a
 // ready line and 4 workers woken by a condition variable.
-func newMutex() impl {
+func newMutex(s setup) impl {
 	type waiter struct {
 		in  int
 		out chan int
@@ -213,7 +315,7 @@ func newMutex() impl {
 				k := ready[0]
 				ready = ready[1:]
 				ws := lanes[k]
-				n := min(len(ws), batch)
+				n := min(len(ws), s.batch)
 				take := ws[:n:n]
 				lanes[k] = ws[n:]
 				busy[k] = true
@@ -240,7 +342,7 @@ func newMutex() impl {
 		do: func(ctx context.Context, in int) (int, error) {
 			w := pool.Get().(*waiter)
 			w.in = in
-			k := in % keys
+			k := in & s.mask
 			mu.Lock()
 			lanes[k] = append(lanes[k], w)
 			if !busy[k] && len(lanes[k]) == 1 {
@@ -266,8 +368,8 @@ func newMutex() impl {
 	}
 }
 
-func newDataloader() impl {
-	var loaders [keys]*dataloader.Loader[int, int]
+func newDataloader(s setup) impl {
+	loaders := make([]*dataloader.Loader[int, int], s.keys)
 	for i := range loaders {
 		loaders[i] = dataloader.NewBatchedLoader(func(_ context.Context, ins []int) []*dataloader.Result[int] {
 			rs := make([]*dataloader.Result[int], len(ins))
@@ -275,34 +377,35 @@ func newDataloader() impl {
 				rs[i] = &dataloader.Result[int]{Data: v}
 			}
 			return rs
-		}, dataloader.WithBatchCapacity[int, int](batch), dataloader.WithWait[int, int](wait),
+		}, dataloader.WithBatchCapacity[int, int](s.batch), dataloader.WithWait[int, int](wait),
 			dataloader.WithCache[int, int](&dataloader.NoCache[int, int]{}))
 	}
 	return impl{
-		do:    func(ctx context.Context, in int) (int, error) { return loaders[in%keys].Load(ctx, in)() },
+		do:    func(ctx context.Context, in int) (int, error) { return loaders[in&s.mask].Load(ctx, in)() },
 		close: func() {},
 	}
 }
 
-func newDataloadgen() impl {
-	var loaders [keys]*dataloadgen.Loader[int, int]
+// newDataloadgen is one loader per key.
+func newDataloadgen(s setup) impl {
+	loaders := make([]*dataloadgen.Loader[int, int], s.keys)
 	for i := range loaders {
 		loaders[i] = dataloadgen.NewLoader(func(_ context.Context, ins []int) ([]int, []error) {
 			return echo(ins), nil
-		}, dataloadgen.WithBatchCapacity(batch), dataloadgen.WithWait(wait), dataloadgen.WithoutCache())
+		}, dataloadgen.WithBatchCapacity(s.batch), dataloadgen.WithWait(wait), dataloadgen.WithoutCache())
 	}
 	return impl{
-		do:    func(ctx context.Context, in int) (int, error) { return loaders[in%keys].Load(ctx, in) },
+		do:    func(ctx context.Context, in int) (int, error) { return loaders[in&s.mask].Load(ctx, in) },
 		close: func() {},
 	}
 }
 
-func newBundler() impl {
+func newBundler(s setup) impl {
 	type item struct {
 		in  int
 		out chan int
 	}
-	var bundlers [keys]*bundler.Bundler
+	bundlers := make([]*bundler.Bundler, s.keys)
 	for i := range bundlers {
 		b := bundler.NewBundler(&item{}, func(v any) {
 			items := v.([]*item)
@@ -314,7 +417,7 @@ func newBundler() impl {
 				items[i].out <- out
 			}
 		})
-		b.BundleCountThreshold = batch
+		b.BundleCountThreshold = s.batch
 		b.DelayThreshold = wait
 		bundlers[i] = b
 	}
@@ -323,7 +426,7 @@ func newBundler() impl {
 		do: func(ctx context.Context, in int) (int, error) {
 			it := pool.Get().(*item)
 			it.in = in
-			if err := bundlers[in%keys].AddWait(ctx, it, 1); err != nil {
+			if err := bundlers[in&s.mask].AddWait(ctx, it, 1); err != nil {
 				return 0, err
 			}
 			select {
@@ -373,19 +476,128 @@ func runMany(b *testing.B, per int, do func(ctx context.Context, ins []int) ([]i
 	for c := range ins {
 		ins[c] = make([]int, per)
 	}
-	drive(b, callers/per, per, func(ctx context.Context, c, i int) bool {
+	drive(b, callers/per, per, func(ctx context.Context, c, i int) outcome {
 		for j := range ins[c] {
 			ins[c][j] = (c*per+j)%keys + (i*per+j)*keys // distinct, so that no cache could help
 		}
 		outs, err := do(ctx, ins[c])
 		if err != nil || len(outs) != per {
-			return false
+			return wrong
 		}
 		for j := range outs {
 			if outs[j] != ins[c][j] {
-				return false
+				return wrong
 			}
 		}
-		return true
+		return right
 	})
+}
+
+// scaleImpls are the batchers of BenchmarkScale.
+var scaleImpls = []struct {
+	name string
+	make func(setup) impl
+}{
+	{"floor", newFloor},
+	{"ferry", newFerry},
+	{"ferry-sharded", newFerryScaled},
+	{"dataloadgen", newDataloadgen},
+	{"mutex", newMutex},
+}
+
+// newFerryScaled is ferry with 2 shards per processor: 2 at GOMAXPROCS 1, 4
+// at 2, and never more than New allows, which is one shard per worker (4 by
+// default).
+func newFerryScaled(s setup) impl {
+	return newFerryShards(s, min(2*runtime.GOMAXPROCS(0), ferry.DefaultMaxInFlightBatches, s.callers))
+}
+
+// BenchmarkScale is the headline workload's shape at other sizes: keys K,
+// batch B and K*B closed-loop callers (at most 262,144, so 65536 keys have 4
+// callers each at batch 8 and 64), caller c fixed to key c % K. Each batcher
+// gets the same callers; the floor does no batching. Besides drive's figures
+// it reports rejected/op, the fraction of Do calls rejected (ErrRejected): the
+// room is exactly the callers, so a shard whose keys hold more callers than
+// its share of the room rejects some. A rejected call counts as a turn, not
+// as an input answered. With -short only keys=16/batch=1 runs.
+func BenchmarkScale(b *testing.B) {
+	for _, k := range []int{16, 1024, 65536} {
+		for _, bt := range []int{1, 8, 64} {
+			if testing.Short() && (k != 16 || bt != 1) {
+				continue
+			}
+			s := newSetup(k, bt, min(k*bt, 1<<18))
+			for _, im := range scaleImpls {
+				b.Run(fmt.Sprintf("keys=%d/batch=%d/impl=%s", k, bt, im.name), func(b *testing.B) {
+					x := im.make(s)
+					defer x.close()
+					b.ReportMetric(run(b, s, x), "rejected/op")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkSkew measures what a skewed key distribution does to rejections
+// when the room is split over shards: a fixed room (MaxQueued 1024, 4
+// workers, batch 64) through a call that sleeps 50µs per batch, so that the
+// room fills, and closed-loop callers each drawing a key per call from 1024
+// keys, Zipf with s=1.1 (key 0 takes 18% of calls, key 1 8%) or uniform as
+// the control, through Shards 1, 2 and 4. There are 1024 callers, as many as
+// the room, so that one shard never rejects and what shards reject is what
+// their split costs; and 2048, twice the room, an overload. A rejected caller
+// waits 50µs, the call's own time, before it calls again: callers that call
+// again at once make the fraction rejected a measure of how fast the loop
+// rejects (98% of calls). Go sleeps at least 50µs, and about 1ms on an idle
+// processor (the runtime's timers wait in milliseconds then), so the call
+// takes longer the less busy the loop is. With -short only 1024 callers
+// run. Each caller has its own seeded source, so the
+// draws are the same from run to run. It reports rejected/op, the fraction
+// of Do calls rejected, and ns/input per input answered.
+func BenchmarkSkew(b *testing.B) {
+	const skewKeys = 1024
+	for _, n := range []int{1024, 2048} {
+		if testing.Short() && n > 1024 {
+			continue
+		}
+		for _, dist := range []string{"zipf1.1", "uniform"} {
+			for _, shards := range []int{1, 2, 4} {
+				b.Run(fmt.Sprintf("callers=%d/dist=%s/shards=%d", n, dist, shards), func(b *testing.B) {
+					skew(b, n, skewKeys, dist, shards)
+				})
+			}
+		}
+	}
+}
+
+func skew(b *testing.B, n, keys int, dist string, shards int) {
+	f, err := ferry.New(func(_ context.Context, _ int, ins []int) ([]int, error) {
+		time.Sleep(50 * time.Microsecond)
+		return echo(ins), nil
+	}, ferry.Config[int, int]{Key: func(v int) int { return v % keys },
+		MaxBatchSize: 64, MaxQueued: 1024, MaxInFlightBatches: 4, Shards: shards})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	draw := make([]func() int, n)
+	for c := range draw {
+		r := rand.New(rand.NewPCG(14, uint64(c)))
+		if dist == "uniform" {
+			draw[c] = func() int { return r.IntN(keys) }
+		} else {
+			z := rand.NewZipf(r, 1.1, 1, uint64(keys-1))
+			draw[c] = func() int { return int(z.Uint64()) }
+		}
+	}
+	rej := drive(b, n, 1, func(ctx context.Context, c, i int) outcome {
+		in := draw[c]() + i*keys
+		out, err := f.Do(ctx, in)
+		if errors.Is(err, ferry.ErrRejected) {
+			time.Sleep(50 * time.Microsecond)
+			return rejected
+		}
+		return check(err == nil && out == in)
+	})
+	b.ReportMetric(rej, "rejected/op")
 }
