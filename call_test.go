@@ -196,7 +196,7 @@ func TestOnBatchWaitWithZeroDelay(t *testing.T) {
 		assert.Equal(t, []Batch[string]{
 			{Key: "a", Size: 1, Took: 4 * time.Millisecond},
 			{Key: "a", Size: 1, Wait: 4 * time.Millisecond},
-		}, rep.get(t), "from its admission by the loop")
+		}, rep.get(t), "from its submission, with no delay too")
 	})
 }
 

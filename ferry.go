@@ -58,7 +58,7 @@ type Batch[K comparable] struct {
 	Key    K
 	Size   int           // inputs in the call
 	Weight int64         // their total weight
-	Wait   time.Duration // from the oldest input's submission (its admission if MaxBatchDelay is 0) to the call's start; 0 if Direct
+	Wait   time.Duration // from the oldest input's submission to the call's start; 0 if Direct
 	Took   time.Duration // the call's own duration
 	Err    error         // the call's error: nil, an Errors, or any other error
 	Direct bool          // a direct call, made by its caller
@@ -173,6 +173,7 @@ type Ferry[K comparable, I, O any] struct {
 	lim    limits
 
 	onBatch         func(Batch[K])
+	stamp           bool // inputs carry their submission time: for deadlines, or OnBatch's Wait
 	timeout         time.Duration // Config.CallTimeout
 	cancelAbandoned bool
 
@@ -238,6 +239,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		lim:    lim,
 
 		onBatch:         cfg.OnBatch,
+		stamp:           cfg.MaxBatchDelay > 0 || cfg.OnBatch != nil,
 		timeout:         cfg.CallTimeout,
 		cancelAbandoned: cfg.CancelAbandoned,
 
@@ -279,7 +281,7 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 		f.put(w)
 		return zero, err
 	}
-	if f.lim.delay > 0 {
+	if f.stamp {
 		w.at = time.Now() // the submission time, as the design says: before the loop sees it
 	}
 	s := f.shards[f.shardOf(w.key)]
@@ -363,7 +365,7 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 	if w.done = done; done == nil {
 		w.done = ignore[O]
 	}
-	if f.lim.delay > 0 {
+	if f.stamp {
 		w.at = time.Now()
 	}
 	s := f.shards[f.shardOf(w.key)]
@@ -449,7 +451,7 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 	}
 	g := f.group(len(ins))
 	var at time.Time
-	if f.lim.delay > 0 {
+	if f.stamp {
 		at = time.Now()
 	}
 	for i, in := range ins {

@@ -185,7 +185,6 @@ type loop[K comparable, I, O any] struct {
 	drops    uint64                    // Submits dropped
 	notify   int                       // goroutines calling Submits' done that the loop waits for
 
-	stamp   bool // OnBatch with zero delay: the loop stamps an input's admission time
 	closing bool // drained, calls cancelled: ending once busy is 0
 	stopped bool // worker channels closed
 	exited  int  // workers gone
@@ -207,7 +206,6 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, workers int,
 		workers: make([]worker[K, I, O], workers),
 		alarm:   newAlarm(),
 		directs: make(map[K]call),
-		stamp:   f.onBatch != nil && lim.delay == 0,
 		errFull: fmt.Errorf("%w: %d inputs waiting (MaxQueued%s)", ErrRejected, lim.queued, shareOf(f, "", f.lim.queued)),
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d%s",
 			ErrRejected, lim.queuedWeight, shareOf(f, " (", f.lim.queuedWeight)),
@@ -257,10 +255,10 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	l.turn(now)
 }
 
-// now is the time, read only when deadlines exist or the loop stamps
-// admissions: with zero delay the core never looks at it.
+// now is the time, read only when deadlines exist: with zero delay the core
+// never looks at it.
 func (l *loop[K, I, O]) now() time.Time {
-	if l.lim.delay == 0 && !l.stamp {
+	if l.lim.delay == 0 {
 		return time.Time{}
 	}
 	return time.Now()
@@ -271,9 +269,6 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 	switch m.op {
 	case opAdmit:
 		w := m.w
-		if l.stamp {
-			w.at = now
-		}
 		if w.done != nil {
 			l.submit(w, now)
 			return
@@ -507,9 +502,6 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 	default:
 		for j := range g.ws {
 			if w := &g.ws[j]; w.part == i {
-				if l.stamp {
-					w.at = now
-				}
 				w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
 			}
 		}
