@@ -173,7 +173,7 @@ type Ferry[K comparable, I, O any] struct {
 	lim    limits
 
 	onBatch         func(Batch[K])
-	stamp           bool // inputs carry their submission time: for deadlines, or OnBatch's Wait
+	stamp           bool          // inputs carry their submission time: for deadlines, or OnBatch's Wait
 	timeout         time.Duration // Config.CallTimeout
 	cancelAbandoned bool
 
