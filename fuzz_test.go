@@ -149,6 +149,9 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 	if s.weight < 0 || s.weight > s.lim.queuedWeight || s.queued > s.lim.queued {
 		return fmt.Errorf("room over its bounds: %d inputs, weight %d", s.queued, s.weight)
 	}
+	if s.held < 0 || s.heldWeight < 0 || s.held > s.lim.queued-s.queued || s.heldWeight > s.lim.queuedWeight-s.weight {
+		return fmt.Errorf("room over its bounds with what it holds: %d+%d inputs, weight %d+%d", s.queued, s.held, s.weight, s.heldWeight)
+	}
 	if (s.closed || s.flushing) && waitingLanes > 0 {
 		return fmt.Errorf("%d lanes wait after drain or flush", waitingLanes)
 	}
@@ -171,6 +174,7 @@ func runState(t *testing.T, data []byte) {
 	var entries []fuzzEntry
 	var busy []string // keys with a call in flight, in the order they became busy
 	var buf []int
+	var holds []held // DoManys over several rooms, holding room in this one
 	step := 0
 	for r.more() && step < 400 {
 		step++
@@ -264,10 +268,32 @@ func runState(t *testing.T, data []byte) {
 				s.hurry()
 				m.hurry()
 				what = "hurry"
-			case 4, 5: // a DoMany: all of its inputs or none
+			case 4, 5: // a DoMany: all of its inputs or none, or room held for them
 				var err error
-				if what, err = manyStep(r, s, m, &entries, keys, now); err != nil {
+				if what, err = manyStep(r, s, m, &entries, &holds, keys, now); err != nil {
 					t.Fatalf("step %d: %v", step, err)
+				}
+			case 6: // a held DoMany enters, or lets its room go
+				if len(holds) == 0 {
+					continue
+				}
+				h := holds[0]
+				holds = holds[1:]
+				s.unhold(len(h.ins), h.total)
+				m.unhold(h.ins)
+				what = fmt.Sprintf("unhold %v", h.ins)
+				if r.next()%2 == 1 {
+					continue
+				}
+				got, want := s.room(len(h.ins), h.total, h.heaviest), m.many(h.ins, h.keys, now)
+				what = fmt.Sprintf("enter held %v = %d", h.ins, got)
+				if got != want || got != admitted && !s.closed && !s.flushing {
+					t.Fatalf("step %d: %s, model says %d: held room must let its inputs in", step, what, want)
+				}
+				if got == admitted {
+					for i, it := range h.ins {
+						entries[it.entry].t = s.enter(h.keys[i], it.weight, int64(it.rank), it.at, now, it.entry)
+					}
 				}
 			default:
 				continue
@@ -277,7 +303,7 @@ func runState(t *testing.T, data []byte) {
 			t.Fatalf("step %d after %s: %v", step, what, err)
 		}
 		q, w, b, n := s.queued, s.weight, s.busy, len(s.lanes)
-		if q != m.queued || w != m.weight || b != m.busy || n != len(m.lanes) {
+		if q != m.queued || w != m.weight || b != m.busy || n != len(m.lanes) || s.held != m.held || s.heldWeight != m.heldWeight {
 			t.Fatalf("step %d after %s: queued %d weight %d busy %d lanes %d, model %d %d %d %d",
 				step, what, q, w, b, n, m.queued, m.weight, m.busy, len(m.lanes))
 		}
@@ -289,9 +315,18 @@ func runState(t *testing.T, data []byte) {
 	}
 }
 
+// held is room a DoMany over several rooms holds in this one.
+type held struct {
+	ins             []mitem
+	keys            []string
+	total, heaviest int64
+}
+
 // manyStep admits 1 to 4 inputs in one step, as DoMany does: room for them
-// all, then each joins its lane in slice order.
-func manyStep(r *bytes, s *state[string, int], m *model, entries *[]fuzzEntry, keys []string, now time.Time) (string, error) {
+// all, then each joins its lane in slice order; or, for a DoMany over several
+// rooms, holds the room for them, to enter later (see runState's case 9).
+func manyStep(r *bytes, s *state[string, int], m *model, entries *[]fuzzEntry, holds *[]held, keys []string, now time.Time) (string, error) {
+	hold := r.next()%2 == 1
 	n := 1 + r.next()%4
 	ins := make([]mitem, n)
 	ks := make([]string, n)
@@ -307,19 +342,25 @@ func manyStep(r *bytes, s *state[string, int], m *model, entries *[]fuzzEntry, k
 		}
 	}
 	got := s.room(n, total, heaviest)
-	want := m.many(ins, ks, now)
+	want := m.many
+	if hold {
+		want = m.hold
+	}
+	if w := want(ins, ks, now); w != got {
+		return "", fmt.Errorf("many(%v %v, hold %v) = %d, model says %d", ks, ins, hold, got, w)
+	}
+	if got == admitted && hold {
+		s.hold(n, total)
+		*holds = append(*holds, held{ins, ks, total, heaviest})
+	}
 	for i, it := range ins {
 		var tk ticket
-		if got == admitted {
+		if got == admitted && !hold {
 			tk = s.enter(ks[i], it.weight, int64(it.rank), it.at, now, it.entry)
 		}
 		*entries = append(*entries, fuzzEntry{ks[i], tk, it.weight, int64(it.rank)})
 	}
-	what := fmt.Sprintf("many(%v %v) = %d", ks, ins, got)
-	if got != want {
-		return what, fmt.Errorf("%s, model says %d", what, want)
-	}
-	return what, nil
+	return fmt.Sprintf("many(%v %v, hold %v) = %d", ks, ins, hold, got), nil
 }
 
 type fuzzEntry struct {
@@ -340,7 +381,8 @@ func checkBatch(lim limits, entries []fuzzEntry, batch []int) error {
 		w += entries[e].weight
 		if i > 0 {
 			p := batch[i-1]
-			if entries[p].rank > entries[e].rank || entries[p].rank == entries[e].rank && p > e {
+			// ties in arrival order: the ticket's seq, as a held DoMany enters after later inputs
+			if entries[p].rank > entries[e].rank || entries[p].rank == entries[e].rank && entries[p].t.seq > entries[e].t.seq {
 				return fmt.Errorf("batch %v out of rank order", batch)
 			}
 		}

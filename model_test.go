@@ -23,6 +23,9 @@ type model struct {
 	closed   bool
 	flushing bool
 	hurried  int // inputs that arrived before this are due: see hurry
+
+	held       int   // room held for inputs not yet entered
+	heldWeight int64 // and their weight
 }
 
 type mitem struct {
@@ -160,7 +163,7 @@ func (m *model) join(key string, weight, rank int64, at, now time.Time, e int) o
 	if weight > orMax(m.lim.queuedWeight) {
 		return rejectedHeavy
 	}
-	if m.queued >= m.lim.queued || bigSum(m.weight, weight).Cmp(big.NewInt(orMax(m.lim.queuedWeight))) > 0 {
+	if m.queued+m.held >= m.lim.queued || bigSum(m.weight, m.heldWeight, weight).Cmp(big.NewInt(orMax(m.lim.queuedWeight))) > 0 {
 		return rejectedFull
 	}
 	m.enter(key, weight, rank, at, now, e)
@@ -170,6 +173,23 @@ func (m *model) join(key string, weight, rank int64, at, now time.Time, e int) o
 // many admits all of ins or none: refused, rejectedHeavy if one input or
 // their exact sum is heavier than the room, rejectedFull if they do not fit.
 func (m *model) many(ins []mitem, keys []string, now time.Time) outcome {
+	return m.room(ins, keys, now, false)
+}
+
+// hold is many that keeps the room for ins instead of entering them.
+func (m *model) hold(ins []mitem, keys []string, now time.Time) outcome {
+	return m.room(ins, keys, now, true)
+}
+
+// unhold lets go of the room hold kept for ins.
+func (m *model) unhold(ins []mitem) {
+	m.held -= len(ins)
+	for _, it := range ins {
+		m.heldWeight -= it.weight
+	}
+}
+
+func (m *model) room(ins []mitem, keys []string, now time.Time, hold bool) outcome {
 	ws := make([]int64, len(ins))
 	for i, it := range ins {
 		ws[i] = it.weight
@@ -179,8 +199,13 @@ func (m *model) many(ins []mitem, keys []string, now time.Time) outcome {
 		return refused
 	case slices.Max(ws) > room.Int64() || bigSum(ws...).Cmp(big.NewInt(math.MaxInt64)) > 0:
 		return rejectedHeavy
-	case m.queued+len(ins) > m.lim.queued || bigSum(append(ws, m.weight)...).Cmp(room) > 0:
+	case m.queued+m.held+len(ins) > m.lim.queued || bigSum(append(ws, m.weight, m.heldWeight)...).Cmp(room) > 0:
 		return rejectedFull
+	}
+	if hold {
+		m.held += len(ins)
+		m.heldWeight += bigSum(ws...).Int64()
+		return admitted
 	}
 	for i, it := range ins {
 		m.enter(keys[i], it.weight, int64(it.rank), it.at, now, it.entry)
