@@ -3,6 +3,7 @@ package ferry
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -410,5 +411,36 @@ func TestStatsRejectedByReason(t *testing.T) {
 			RejectedHeavy: 1, RejectedWeight: 1, RejectedFull: 1 + 1 + 3}, s,
 			"11 is heavier than the room, 5 would pass its weight, 1 and 0 find it full, and so does the DoMany")
 		assert.Equal(t, s.Rejected, s.RejectedFull+s.RejectedWeight+s.RejectedHeavy)
+	})
+}
+
+// A call that runs runtime.Goexit on a worker whose last batch held Submits
+// answers its own batch only: the worker's buffer of Submits starts empty.
+func TestGoexitAfterSubmits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		call := func(_ context.Context, key string, ins []in) ([]int, error) {
+			if key == "exit" {
+				runtime.Goexit()
+			}
+			return tens(ins), nil
+		}
+		cfg := inCfg
+		cfg.MaxInFlightBatches, cfg.MaxBatchSize, cfg.MaxBatchDelay = 1, 2, time.Millisecond
+		f, err := New(call, cfg)
+		require.NoError(t, err)
+		defer f.Close()
+		ctx := context.Background()
+		done := make(chan submitted, 2)
+		for id := 1; id <= 2; id++ {
+			require.NoError(t, f.Submit(ctx, in{Key: "a", ID: id}, func(out int, err error) { done <- submitted{out: out, err: err} }))
+		}
+		synctest.Wait()
+		require.Len(t, done, 2, "one batch of two Submits")
+		a := do(f, ctx, in{Key: "exit", ID: 3})
+		advance(time.Millisecond)
+		assert.ErrorIs(t, got(t, a).err, errGoexit)
+		assert.Len(t, done, 2, "no done called again")
+		out, err := f.Do(ctx, in{Key: "b", ID: 4})
+		assert.Equal(t, answer{40, nil}, answer{out, err}, "the worker's replacement works")
 	})
 }
