@@ -466,9 +466,7 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 	g.outs = make([]O, len(ins))
 	got, err := g.admit()
 	if err != nil {
-		if !errors.Is(err, ErrClosed) { // a word from every shard: no one else holds g
-			f.putGroup(g)
-		}
+		f.putGroup(g) // unless a shard may yet answer into it
 		return nil, err
 	}
 	done := ctx.Done()
@@ -576,6 +574,7 @@ func (g *group[K, I, O]) ask(i int, o op) (int, error) {
 			select {
 			case n = <-g.c:
 			default:
+				g.lost = true // the loop's last read may yet answer it
 				return got, ErrClosed
 			}
 		}
@@ -618,6 +617,9 @@ func (f *Ferry[K, I, O]) group(n int) *group[K, I, O] {
 }
 
 func (f *Ferry[K, I, O]) putGroup(g *group[K, I, O]) {
+	if g.lost {
+		return
+	}
 	clear(g.ws)
 	clear(g.errs)
 	clear(g.parts)

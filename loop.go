@@ -78,6 +78,7 @@ type group[K comparable, I, O any] struct {
 	errs  []error
 	c     chan int // k > 0: k more answers; 0: a loop's word, in its part's err or dropped
 	parts []part[K, I, O]
+	lost  bool // a shard may yet send a word on c that no one waits for: never pooled
 }
 
 // part is a group's inputs in one shard, which that shard's loop admits,
