@@ -108,10 +108,12 @@ func reply[K comparable, I, O any](ws []*waiter[K, I, O], outs []O, errs Errors,
 
 // notify calls a Submit's done with r. A panic in done is recovered and
 // counted in Stats.DonePanics. w goes back to the pool unless its ctx's
-// watcher has started, which still holds it.
+// watcher has started, which still holds it, or its Submit has not yet read
+// its admission word from w.c (the loop may take an input in the wake-up
+// that admits it): after that read the Submit never touches w again.
 func (s *shard[K, I, O]) notify(w *waiter[K, I, O], r result[O]) {
 	f := s.f
-	mine := w.stop == nil || w.stop()
+	mine := (w.stop == nil || w.stop()) && len(w.c) == 0
 	done := w.done
 	if mine {
 		f.put(w)

@@ -3,6 +3,7 @@ package ferry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -84,4 +85,52 @@ func TestStress(t *testing.T) {
 	assert.Positive(t, ok)
 	assert.Equal(t, 0, s.Queued+s.Busy+s.Lanes)
 	t.Logf("ok %d, cancelled %d, rejected %d, %d batches for %d admitted", ok, cancelled, rejected, s.Batches, s.Admitted)
+}
+
+// Submits and Dos share the waiter pool: a Submit's waiter goes back to it
+// only once the Submit has read its admission word, so no Do ever sees a
+// word meant for a Submit, nor two callers one waiter.
+func TestSubmitAndDoShareThePool(t *testing.T) {
+	f, err := New(func(_ context.Context, _ string, ins []in) ([]int, error) {
+		outs := make([]int, len(ins))
+		for i, x := range ins {
+			outs[i] = 10 * x.ID
+		}
+		return outs, nil
+	}, Config[string, in]{Key: inCfg.Key, MaxInFlightBatches: 8, MaxQueued: 1 << 16})
+	require.NoError(t, err)
+	defer f.Close()
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 3000 {
+				x := in{Key: keys[(g+i)%len(keys)], ID: g*10000 + i}
+				if g%2 == 0 {
+					if err := f.Submit(context.Background(), x, nil); err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				out, err := f.Do(context.Background(), x)
+				if err != nil || out != 10*x.ID {
+					errs <- fmt.Errorf("Do(%d) = %d, %v", x.ID, out, err)
+					return
+				}
+			}
+		})
+	}
+	over := make(chan struct{})
+	go func() { wg.Wait(); close(over) }()
+	select {
+	case <-over:
+	case <-time.After(time.Minute): // the bug this guards against loses answers: a Do hangs
+		t.Fatal("a caller never got its answer")
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
