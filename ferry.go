@@ -26,7 +26,7 @@ import (
 // (ErrCallTimeout) or, with CancelAbandoned, once every caller has gone
 // (ErrAbandoned). A direct call's context is its caller's, and ends on close too.
 // inputs is reused after it returns. [Errors] fails some inputs; a panic fails
-// all with a *PanicError. It must not call Close, Shutdown, or Do for its key.
+// all with a *PanicError. It must not call Close, Shutdown, Flush, or Do for its key.
 type Call[K comparable, I, O any] func(ctx context.Context, key K, inputs []I) ([]O, error)
 
 // Config configures a Ferry. Key is required; every other zero field means
@@ -450,6 +450,7 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 		return nil, ctxErr(ctx)
 	}
 	g := f.group(len(ins))
+	var total int64 // of all the parts: it may pass MaxInt64 though each part's does not
 	var at time.Time
 	if f.stamp {
 		at = time.Now()
@@ -462,6 +463,16 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 		}
 		w.at, w.g, w.i = at, g, i
 		g.join(w, f.shardOf(w.key), f)
+		if total >= 0 && w.weight <= math.MaxInt64-total {
+			total += w.weight
+		} else {
+			total = -1
+		}
+	}
+	if total < 0 { // every shard refuses it as heavier than any room, as one would
+		for i := range g.parts {
+			g.parts[i].total = -1
+		}
 	}
 	g.outs = make([]O, len(ins))
 	got, err := g.admit()
@@ -473,7 +484,7 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 	for got < len(ins) {
 		select {
 		case n := <-g.c:
-			got += n
+			got += max(n, 0) // a word from a shard that ended unheard says nothing now
 		case <-done:
 			return nil, f.abandonMany(ctx, g, got)
 		}
@@ -539,6 +550,7 @@ func (g *group[K, I, O]) admit() (int, error) {
 			in++
 			continue
 		}
+		g.parts[i].gone = true
 		for k := range g.ws {
 			if w := &g.ws[k]; w.part == int32(i) {
 				g.errs[w.i] = err
@@ -578,10 +590,12 @@ func (g *group[K, I, O]) ask(i int, o op) (int, error) {
 				return got, ErrClosed
 			}
 		}
-		if n == 0 {
+		switch {
+		case n == word(int32(i)):
 			return got, p.err
-		}
-		got += n
+		case n > 0:
+			got += n
+		} // else another part's word that no one waited for
 	}
 }
 
@@ -592,7 +606,7 @@ func (f *Ferry[K, I, O]) abandonMany(ctx context.Context, g *group[K, I, O], got
 	err := ctxErr(ctx)
 	dropped := 0
 	for i := range g.parts {
-		if g.parts[i].err != nil {
+		if g.parts[i].gone {
 			continue // never admitted, and answered already
 		}
 		n, e := g.ask(i, opDropMany)
@@ -632,7 +646,8 @@ func (f *Ferry[K, I, O]) putGroup(g *group[K, I, O]) {
 //
 // Answered includes a Submit's done having returned, and the direct calls in flight when Flush
 // is called are waited for too. Inputs admitted after it keep their own deadlines. It returns
-// ErrClosed on a closed ferry, or if the ferry closes first; from inside a Call, an error.
+// ErrClosed on a closed ferry, or if the ferry closes first; from inside a batched Call, an
+// error. From a direct call, a done or OnBatch it would wait for itself: it must not be called there.
 func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
 		return errFlushInCall

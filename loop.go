@@ -76,7 +76,7 @@ type group[K comparable, I, O any] struct {
 	ws    []waiter[K, I, O]
 	outs  []O
 	errs  []error
-	c     chan int // k > 0: k more answers; 0: a loop's word, in its part's err or dropped
+	c     chan int // k > 0: k more answers; word(i): a loop's word on part i, in its err or dropped
 	parts []part[K, I, O]
 	lost  bool // a shard may yet send a word on c that no one waits for: never pooled
 }
@@ -91,6 +91,7 @@ type part[K comparable, I, O any] struct {
 	held            bool  // loop-owned: the room holds n and total for it
 	err             error
 	dropped         int
+	gone            bool // caller-owned: not admitted, and answered already
 }
 
 // result is an answer to a waiter, sent on its channel, which is buffered 1.
@@ -320,7 +321,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 				l.gaveUp(w)
 			}
 		}
-		g.c <- 0
+		g.c <- word(m.worker)
 	case opStart:
 		if l.closing {
 			go m.cancel(ErrClosed) // see close
@@ -491,7 +492,7 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 		p.held = false
 	}
 	if o == opUnhold {
-		g.c <- 0
+		g.c <- word(i)
 		return
 	}
 	switch r := l.st.room(p.n, p.total, p.heaviest); {
@@ -508,8 +509,13 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 		}
 		l.admitted += uint64(p.n)
 	}
-	g.c <- 0
+	g.c <- word(i)
 }
+
+// word is a loop's word on part i of a group, on its channel: negative, so
+// that it is told from a count of answers, and the part's own, so that a word
+// that no one waited for, from a shard that ended, is told from the next.
+func word(i int32) int { return -1 - int(i) }
 
 // dropOne drops w if it still waits, and counts it.
 func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Time) bool {
@@ -677,9 +683,9 @@ func (l *loop[K, I, O]) end() bool {
 			m.w.c <- result[O]{err: ErrClosed}
 		case opAdmitMany, opHold:
 			m.w.g.parts[m.worker].err = ErrClosed
-			m.w.g.c <- 0
+			m.w.g.c <- word(m.worker)
 		case opUnhold, opDropMany:
-			m.w.g.c <- 0
+			m.w.g.c <- word(m.worker)
 		case opFlush:
 			m.cancel(ErrClosed)
 		}

@@ -201,5 +201,9 @@ func TestDoManyOverShards(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, Stats{Lanes: 0, Admitted: 7, Dropped: 2, Batches: 4, Taken: 5, Rejected: 4, RejectedFull: 4}, h.f.Stats(),
 			"dropped from both shards")
+
+		_, err = h.f.DoMany(ctx, []in{{Key: a[0], W: math.MaxInt64}, {Key: b[0], W: 1}})
+		assert.ErrorContains(t, err, "total weight passes MaxInt64", "though each shard's part fits its room")
+		assert.Equal(t, 0, h.f.Stats().Queued)
 	})
 }
