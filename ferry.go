@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -180,7 +179,7 @@ type Ferry[K comparable, I, O any] struct {
 	pool   sync.Pool // of *waiter whose reply channel is empty and will stay so
 	groups sync.Pool // of *group that no one else holds
 
-	shards []*shard[K, I, O] // a key's is shards[shardOf(key)]
+	shards []*shard[K, I, O] // a key's is shardOf(key)
 	seed   maphash.Seed
 }
 
@@ -284,7 +283,7 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 	if f.stamp {
 		w.at = time.Now() // the submission time, as the design says: before the loop sees it
 	}
-	s := f.shards[f.shardOf(w.key)]
+	s := f.shardOf(w.key)
 	m := msg[K, I, O]{op: opAdmit, w: w}
 	select {
 	case s.inc <- m: // the fast path locks one channel
@@ -368,7 +367,7 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 	if f.stamp {
 		w.at = time.Now()
 	}
-	s := f.shards[f.shardOf(w.key)]
+	s := f.shardOf(w.key)
 	if ctx.Done() != nil { // before the admission, so that the loop and workers see stop
 		w.stop = context.AfterFunc(ctx, func() { s.withdraw(ctx, w) })
 	}
@@ -462,12 +461,8 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 			return nil, fmt.Errorf("%w (input %d)", err, i)
 		}
 		w.at, w.g, w.i = at, g, i
-		g.join(w, f.shardOf(w.key), f)
-		if total >= 0 && w.weight <= math.MaxInt64-total {
-			total += w.weight
-		} else {
-			total = -1
-		}
+		g.join(w, f.shardOf(w.key))
+		total = addWeight(total, w.weight)
 	}
 	if total < 0 { // every shard refuses it as heavier than any room, as one would
 		for i := range g.parts {
@@ -506,24 +501,20 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 	return outs, nil
 }
 
-// join puts w, whose key is in shard sh, in g's part for that shard.
-func (g *group[K, I, O]) join(w *waiter[K, I, O], sh int, f *Ferry[K, I, O]) {
+// join puts w, whose key is in shard s, in g's part for that shard.
+func (g *group[K, I, O]) join(w *waiter[K, I, O], s *shard[K, I, O]) {
 	i := 0
-	for i < len(g.parts) && g.parts[i].sh != sh {
+	for i < len(g.parts) && g.parts[i].s != s {
 		i++
 	}
 	if i == len(g.parts) {
-		g.parts = append(g.parts, part[K, I, O]{s: f.shards[sh], sh: sh})
+		g.parts = append(g.parts, part[K, I, O]{s: s})
 	}
 	p := &g.parts[i]
 	w.part = int32(i)
 	p.n++
 	p.heaviest = max(p.heaviest, w.weight)
-	if p.total < 0 || w.weight > math.MaxInt64-p.total {
-		p.total = -1
-	} else {
-		p.total += w.weight
-	}
+	p.total = addWeight(p.total, w.weight)
 }
 
 // admit admits all of g's inputs or none, and returns the answers that came

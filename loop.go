@@ -85,7 +85,6 @@ type group[K comparable, I, O any] struct {
 // holds room for and drops; it writes err and dropped before its word.
 type part[K comparable, I, O any] struct {
 	s               *shard[K, I, O]
-	sh              int   // s's index
 	n               int   // inputs
 	total, heaviest int64 // their weights; total < 0: the sum passes MaxInt64
 	held            bool  // loop-owned: the room holds n and total for it

@@ -25,12 +25,21 @@ type shard[K comparable, I, O any] struct {
 	cancel context.CancelCauseFunc
 }
 
-// shardOf returns the index of the shard of key k.
-func (f *Ferry[K, I, O]) shardOf(k K) int {
+// shardOf returns the shard of key k.
+func (f *Ferry[K, I, O]) shardOf(k K) *shard[K, I, O] {
 	if len(f.shards) == 1 {
-		return 0
+		return f.shards[0]
 	}
-	return int(maphash.Comparable(f.seed, k) % uint64(len(f.shards)))
+	return f.shards[maphash.Comparable(f.seed, k)%uint64(len(f.shards))]
+}
+
+// addWeight is total plus w, for a DoMany: -1 once the sum passes MaxInt64,
+// and from then on, as room reads a total < 0.
+func addWeight(total, w int64) int64 {
+	if total < 0 || w > math.MaxInt64-total {
+		return -1
+	}
+	return total + w
 }
 
 // shardCount is how many shards a ferry with these totals gets: n, or 1 by

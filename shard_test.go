@@ -16,7 +16,7 @@ import (
 func keysIn(h *harness, sh, n int) []string {
 	var keys []string
 	for i := 0; len(keys) < n; i++ {
-		if k := fmt.Sprint("k", i); h.f.shardOf(k) == sh {
+		if k := fmt.Sprint("k", i); h.f.shardOf(k) == h.f.shards[sh] {
 			keys = append(keys, k)
 		}
 	}
