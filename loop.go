@@ -190,8 +190,7 @@ type loop[K comparable, I, O any] struct {
 	stopped bool // worker channels closed
 	exited  int  // workers gone
 
-	admitted, rejected, dropped, batches, directCalls, donePanics     uint64
-	taken, rejectedFull, rejectedWeight, rejectedHeavy, onBatchPanics uint64
+	tally Stats // the counters since New; stats fills in the rest
 
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
@@ -278,9 +277,9 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		switch o {
 		case admitted:
 			w.tk = tk
-			l.admitted++
+			l.tally.Admitted++
 		case claimed:
-			l.directCalls++
+			l.tally.DirectCalls++
 			l.claims++
 			l.directs[w.key] = call{n: l.claims}
 			l.dpeak = max(l.dpeak, len(l.directs))
@@ -297,7 +296,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			return
 		}
 		if _, ok := st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
-			l.dropped++
+			l.tally.Dropped++
 			l.count(w.tk.seq <= l.flushed())
 			w.c <- result[O]{err: errDropped} // it had no answer: w.c is empty
 			return
@@ -354,9 +353,9 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		}
 	case opPanicked:
 		if m.worker == 1 {
-			l.onBatchPanics++
+			l.tally.OnBatchPanics++
 		} else {
-			l.donePanics++
+			l.tally.DonePanics++
 		}
 	case opFlush:
 		if l.closing {
@@ -399,15 +398,15 @@ func (l *loop[K, I, O]) refusal(o outcome, n int, heaviest int64, all int) error
 	if o == refused {
 		return ErrClosed
 	}
-	l.rejected += uint64(all)
+	l.tally.Rejected += uint64(all)
 	lim := l.lim
 	switch {
 	case o == rejectedHeavy:
-		l.rejectedHeavy += uint64(all)
+		l.tally.RejectedHeavy += uint64(all)
 	case n > lim.queued-l.st.queued-l.st.held:
-		l.rejectedFull += uint64(all)
+		l.tally.RejectedFull += uint64(all)
 	default:
-		l.rejectedWeight += uint64(all)
+		l.tally.RejectedWeight += uint64(all)
 	}
 	switch {
 	case o == rejectedHeavy && lim.queuedWeight > 0 && heaviest > lim.queuedWeight:
@@ -442,7 +441,7 @@ func (l *loop[K, I, O]) submit(w *waiter[K, I, O], now time.Time) {
 		return
 	}
 	w.tk = tk
-	l.admitted++
+	l.tally.Admitted++
 	w.c <- result[O]{err: errAdmitted}
 }
 
@@ -506,7 +505,7 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 				w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
 			}
 		}
-		l.admitted += uint64(p.n)
+		l.tally.Admitted += uint64(p.n)
 	}
 	g.c <- word(i)
 }
@@ -520,7 +519,7 @@ func word(i int32) int { return -1 - int(i) }
 func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Time) bool {
 	_, ok := l.st.drop(w.key, w.tk, now)
 	if ok {
-		l.dropped++
+		l.tally.Dropped++
 	}
 	return ok
 }
@@ -583,8 +582,8 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		key, batch, _ := st.take(now, wk.bufs[wk.flip][:0])
 		wk.bufs[wk.flip] = batch
 		wk.flip ^= 1
-		l.batches++
-		l.taken += uint64(len(batch))
+		l.tally.Batches++
+		l.tally.Taken += uint64(len(batch))
 		j := job[K, I, O]{key: key, batch: batch, ctx: l.s.ctx}
 		if r := l.round; r != nil {
 			n := 0
@@ -599,9 +598,9 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		}
 		if l.f.cancelAbandoned { // after the round's look at the tickets
 			j.ctx, wk.cancel = context.WithCancelCause(l.s.ctx) // the ferry's: no user code
-			wk.tag, wk.live = flying(id, l.batches).seq, len(batch)
+			wk.tag, wk.live = flying(id, l.tally.Batches).seq, len(batch)
 			for _, w := range batch {
-				w.tk = flying(id, l.batches)
+				w.tk = flying(id, l.tally.Batches)
 			}
 		}
 		wk.jobs <- j
@@ -693,23 +692,7 @@ func (l *loop[K, I, O]) end() bool {
 }
 
 func (l *loop[K, I, O]) stats() Stats {
-	st := l.st
-	return Stats{
-		Queued:      st.queued,
-		Weight:      st.weight,
-		Busy:        st.busy,
-		Lanes:       len(st.lanes),
-		Admitted:    l.admitted,
-		Rejected:    l.rejected,
-		Dropped:     l.dropped,
-		Batches:     l.batches,
-		DirectCalls: l.directCalls,
-		DonePanics:  l.donePanics,
-
-		Taken:          l.taken,
-		RejectedFull:   l.rejectedFull,
-		RejectedWeight: l.rejectedWeight,
-		RejectedHeavy:  l.rejectedHeavy,
-		OnBatchPanics:  l.onBatchPanics,
-	}
+	st, t := l.st, l.tally
+	t.Queued, t.Weight, t.Busy, t.Lanes = st.queued, st.weight, st.busy, len(st.lanes)
+	return t
 }
