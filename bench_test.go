@@ -329,14 +329,14 @@ func BenchmarkState(b *testing.B) {
 			s := newState[int, int](lim, t0)
 			now := t0
 			for i := range n {
-				s.admit(0, 1, 0, now, now, i)
+				s.admit(0, 1, 0, 0, now, i)
 			}
 			buf := make([]int, 0, batch)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				for j := range batch {
-					s.admit(0, 1, 0, now, now, j)
+					s.admit(0, 1, 0, 0, now, j)
 				}
 				_, got, ok := s.take(now, buf[:0])
 				if !ok || len(got) != batch {
@@ -374,7 +374,7 @@ func BenchmarkWaiting(b *testing.B) {
 			before := heap()
 			s := newState[int, *waiter[int, int, int]](limits{batchSize: 64, delay: time.Hour, queued: n}, t0)
 			for i := range n {
-				s.admit(i%keys, 1, 0, t0, t0, nil)
+				s.admit(i%keys, 1, 0, 0, t0, nil)
 			}
 			waiting := heap() - before
 			s.flush()

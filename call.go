@@ -25,7 +25,7 @@ func (s *shard[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
 		ins     []I   // reused: a Call must not keep its inputs
 		subs    []int // reused: the Submits of a batch
 		j       job[K, I, O]
-		start   time.Time // of the Call, with OnBatch
+		start   time.Duration // of the Call, by clock, with OnBatch
 		running bool      // a Call is running: neither returned nor panicked
 	)
 	defer func() {
@@ -44,7 +44,7 @@ func (s *shard[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
 			ins = append(ins, w.in[0])
 		}
 		if f.onBatch != nil {
-			start = time.Now()
+			start = f.clock()
 		}
 		running = true
 		outs, errs, all := f.run(j.ctx, j.key, ins)
@@ -128,19 +128,17 @@ func (s *shard[K, I, O]) notify(w *waiter[K, I, O], r result[O]) {
 
 // report describes j's call, which started at start, as it ends: all but Err.
 // Without OnBatch it is empty and reads no clock.
-func (f *Ferry[K, I, O]) report(j job[K, I, O], start time.Time) Batch[K] {
+func (f *Ferry[K, I, O]) report(j job[K, I, O], start time.Duration) Batch[K] {
 	if f.onBatch == nil {
 		return Batch[K]{}
 	}
-	b := Batch[K]{Key: j.key, Size: len(j.batch), Took: time.Since(start)}
+	b := Batch[K]{Key: j.key, Size: len(j.batch), Took: f.clock() - start}
 	oldest := start
 	for _, w := range j.batch {
 		b.Weight += w.weight // no wrap: take keeps a batch's weight within MaxInt64
-		if w.at.Before(oldest) {
-			oldest = w.at
-		}
+		oldest = min(oldest, w.at)
 	}
-	b.Wait = start.Sub(oldest)
+	b.Wait = start - oldest
 	return b
 }
 
@@ -189,14 +187,13 @@ func (s *shard[K, I, O]) direct(ctx context.Context, w *waiter[K, I, O]) (O, err
 			s.release(w.key, cancel)
 		}
 	}()
-	var start time.Time
+	var start, took time.Duration
 	if f.onBatch != nil {
-		start = time.Now()
+		start = f.clock()
 	}
 	outs, errs, all := f.run(cctx, w.key, w.in[:])
-	var took time.Duration
 	if f.onBatch != nil {
-		took = time.Since(start)
+		took = f.clock() - start
 	}
 	s.release(w.key, cancel)
 	released = true

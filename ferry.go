@@ -176,6 +176,8 @@ type Ferry[K comparable, I, O any] struct {
 	timeout         time.Duration // Config.CallTimeout
 	cancelAbandoned bool
 
+	origin time.Time // of every shard's clock: see clock
+
 	pool   sync.Pool // of *waiter whose reply channel is empty and will stay so
 	groups sync.Pool // of *group that no one else holds
 
@@ -245,14 +247,15 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		seed: maphash.MakeSeed(),
 	}
 	f.pool.New = func() any { return &waiter[K, I, O]{c: make(chan result[O], 1)} }
-	base, now := context.WithValue(context.Background(), callKey{}, f), time.Now()
+	base := context.WithValue(context.Background(), callKey{}, f)
+	f.origin = time.Now()
 	for i := range n {
 		s := &shard[K, I, O]{f: f, inc: make(chan msg[K, I, O], incSize), done: make(chan struct{})}
 		s.ctx, s.cancel = context.WithCancelCause(base)
 		f.shards = append(f.shards, s)
 		sl := lim
 		sl.queued, sl.queuedWeight = share(lim.queued, n, i), share(lim.queuedWeight, n, i)
-		l := newLoop(s, sl, share(workers, n, i), now)
+		l := newLoop(s, sl, share(workers, n, i))
 		go l.run()
 	}
 	return f, nil
@@ -281,7 +284,7 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 		return zero, err
 	}
 	if f.stamp {
-		w.at = time.Now() // the submission time, as the design says: before the loop sees it
+		w.at = f.clock() // the submission time, as the design says: before the loop sees it
 	}
 	s := f.shardOf(w.key)
 	m := msg[K, I, O]{op: opAdmit, w: w}
@@ -365,7 +368,7 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 		w.done = ignore[O]
 	}
 	if f.stamp {
-		w.at = time.Now()
+		w.at = f.clock()
 	}
 	s := f.shardOf(w.key)
 	if ctx.Done() != nil { // before the admission, so that the loop and workers see stop
@@ -450,9 +453,9 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 	}
 	g := f.group(len(ins))
 	var total int64 // of all the parts: it may pass MaxInt64 though each part's does not
-	var at time.Time
+	var at time.Duration
 	if f.stamp {
-		at = time.Now()
+		at = f.clock()
 	}
 	for i, in := range ins {
 		w := &g.ws[i]
@@ -713,6 +716,11 @@ func (f *Ferry[K, I, O]) put(w *waiter[K, I, O]) {
 	w.c = c
 	f.pool.Put(w)
 }
+
+// clock is the time since the ferry's origin. It reads the monotonic clock
+// only, as time.Since does: half the cost of time.Now, which reads the wall
+// clock too. Inside a synctest bubble it is the bubble's time.
+func (f *Ferry[K, I, O]) clock() time.Duration { return time.Since(f.origin) }
 
 // callKey is the context key under which a batched call's context holds its ferry.
 type callKey struct{}

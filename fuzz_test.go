@@ -193,10 +193,10 @@ func runState(t *testing.T, data []byte) {
 			var got, want outcome
 			var tk ticket
 			if op == 2 { // a Submit's or DoMany's input: it never claims
-				got, tk = s.join(key, weight, rank, at, now, e)
+				got, tk = s.join(key, weight, rank, at.Sub(t0), now, e)
 				want = m.join(key, weight, rank, at, now, e)
 			} else {
-				got, tk = s.admit(key, weight, rank, at, now, e)
+				got, tk = s.admit(key, weight, rank, at.Sub(t0), now, e)
 				want = m.admit(key, weight, rank, at, now, e)
 			}
 			entries = append(entries, fuzzEntry{key, tk, weight, rank})
@@ -292,7 +292,7 @@ func runState(t *testing.T, data []byte) {
 				}
 				if got == admitted {
 					for i, it := range h.ins {
-						entries[it.entry].t = s.enter(h.keys[i], it.weight, int64(it.rank), it.at, now, it.entry)
+						entries[it.entry].t = s.enter(h.keys[i], it.weight, int64(it.rank), it.at.Sub(s.origin), now, it.entry)
 					}
 				}
 			default:
@@ -356,7 +356,7 @@ func manyStep(r *bytes, s *state[string, int], m *model, entries *[]fuzzEntry, h
 	for i, it := range ins {
 		var tk ticket
 		if got == admitted && !hold {
-			tk = s.enter(ks[i], it.weight, int64(it.rank), it.at, now, it.entry)
+			tk = s.enter(ks[i], it.weight, int64(it.rank), it.at.Sub(s.origin), now, it.entry)
 		}
 		*entries = append(*entries, fuzzEntry{ks[i], tk, it.weight, int64(it.rank)})
 	}

@@ -55,7 +55,7 @@ type waiter[K comparable, I, O any] struct {
 	key    K
 	weight int64
 	rank   int64
-	at     time.Time // submission time; zero when MaxBatchDelay is 0
+	at     time.Duration // submission time, by clock; zero unless stamp
 	tk     ticket    // loop-owned: the input's ticket once admitted, else zero
 	c      chan result[O]
 
@@ -196,13 +196,13 @@ type loop[K comparable, I, O any] struct {
 	drained                []*waiter[K, I, O]
 }
 
-func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, workers int, origin time.Time) *loop[K, I, O] {
+func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, workers int) *loop[K, I, O] {
 	f := s.f
 	l := &loop[K, I, O]{
 		f:       f,
 		s:       s,
 		lim:     lim,
-		st:      newState[K, *waiter[K, I, O]](lim, origin),
+		st:      newState[K, *waiter[K, I, O]](lim, f.origin),
 		workers: make([]worker[K, I, O], workers),
 		alarm:   newAlarm(),
 		directs: make(map[K]call),
@@ -261,7 +261,7 @@ func (l *loop[K, I, O]) now() time.Time {
 	if l.lim.delay == 0 {
 		return time.Time{}
 	}
-	return time.Now()
+	return l.f.origin.Add(l.f.clock())
 }
 
 func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {

@@ -189,11 +189,12 @@ func (s *state[K, E]) dueAt(at int64) int64 {
 	return at + int64(s.lim.delay)
 }
 
-// admit takes one input, submitted at at, into the room at now, as one step:
+// admit takes one input, submitted at at (since the origin, as the shell's
+// clock stamps it), into the room at now, as one step:
 // with direct calls on, zero delay and no lane for the key, the key is claimed
 // (busy, no items) and the caller makes the call, unless the room is closed or
 // the input heavier than the room; else it is join. weight must not be negative.
-func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Time, e E) (outcome, ticket) {
+func (s *state[K, E]) admit(key K, weight, rank int64, at time.Duration, now time.Time, e E) (outcome, ticket) {
 	if s.lim.direct && s.lim.delay == 0 && s.lanes[key] == nil {
 		if o := s.room(0, 0, weight); o != admitted {
 			return o, ticket{}
@@ -206,7 +207,7 @@ func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Time, e E) (
 
 // join takes one input into its lane if the room has space for it; it never
 // claims the key.
-func (s *state[K, E]) join(key K, weight, rank int64, at, now time.Time, e E) (outcome, ticket) {
+func (s *state[K, E]) join(key K, weight, rank int64, at time.Duration, now time.Time, e E) (outcome, ticket) {
 	if o := s.room(1, weight, weight); o != admitted {
 		return o, ticket{}
 	}
@@ -243,8 +244,11 @@ func (s *state[K, E]) unhold(n int, total int64) {
 }
 
 // enter puts an input that room let in into its lane, and returns its ticket.
-func (s *state[K, E]) enter(key K, weight, rank int64, at, now time.Time, e E) ticket {
-	it := item[E]{rank: rank, seq: s.next(), at: s.nsIf(at), weight: weight, entry: e}
+func (s *state[K, E]) enter(key K, weight, rank int64, at time.Duration, now time.Time, e E) ticket {
+	it := item[E]{rank: rank, seq: s.next(), weight: weight, entry: e}
+	if s.lim.delay > 0 {
+		it.at = int64(at)
+	}
 	s.queued++
 	s.weight += weight
 	l := s.lanes[key]

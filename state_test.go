@@ -37,7 +37,7 @@ func newCore(t *testing.T, lim limits) *core {
 func (c *core) in(key string, weight, rank int64, at time.Time) (int, outcome, ticket) {
 	e := c.next
 	c.next++
-	o, tk := c.admit(key, weight, rank, at, at, e)
+	o, tk := c.admit(key, weight, rank, at.Sub(t0), at, e)
 	require.NoError(c.t, checkState(c.state))
 	return e, o, tk
 }
@@ -97,7 +97,7 @@ func TestAdmitOutcomes(t *testing.T) {
 		{"claimed", limits{direct: true}, nil, 1, claimed},
 		{"direct but a delay", limits{direct: true, delay: time.Millisecond}, nil, 1, admitted},
 		{"direct ignores a full room", limits{direct: true, queued: 1}, func(c *core) { c.in("b", 1, 0, t0); c.add("b", t0) }, 1, claimed},
-		{"direct key has a lane", limits{direct: true}, func(c *core) { c.admit("a", 1, 0, t0, t0, 9) }, 1, admitted},
+		{"direct key has a lane", limits{direct: true}, func(c *core) { c.admit("a", 1, 0, 0, t0, 9) }, 1, admitted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -497,7 +497,7 @@ func TestRoom(t *testing.T) {
 	assert.Equal(t, rejectedFull, c.room(2, 11, 6), "heavier together than the room")
 	assert.Equal(t, rejectedHeavy, c.room(2, 11, 11), "one input heavier than the room")
 	assert.Equal(t, rejectedHeavy, c.room(2, -1, 1), "a total past MaxInt64")
-	o, _ := c.join("k", 6, 0, t0, t0, 0) // join never claims, even an idle key with direct calls on
+	o, _ := c.join("k", 6, 0, 0, t0, 0) // join never claims, even an idle key with direct calls on
 	require.Equal(t, admitted, o)
 	assert.Equal(t, rejectedFull, c.room(1, 5, 5))
 	assert.Equal(t, admitted, c.room(2, 4, 2))
@@ -533,7 +533,7 @@ func TestMemoryFollowsWhatWaits(t *testing.T) {
 func TestLanesMapShrinksWhileLanesLive(t *testing.T) {
 	c := newCore(t, limits{batchSize: 1, queued: 20_000})
 	for i := range 20_000 {
-		c.admit(fmt.Sprint(i), 1, 0, t0, t0, i) // not c.add: checkState per input is quadratic
+		c.admit(fmt.Sprint(i), 1, 0, 0, t0, i) // not c.add: checkState per input is quadratic
 	}
 	before := reflect.ValueOf(c.lanes).UnsafePointer()
 	for len(c.lanes) > 1 {
@@ -684,7 +684,7 @@ func TestReadyLaneLeftPartialWaitsAgain(t *testing.T) {
 func TestStaleReadyRefsAreBounded(t *testing.T) {
 	c := newCore(t, limits{queued: 1})
 	for i := range 100_000 {
-		o, tk := c.admit("a", 1, 0, t0, t0, i)
+		o, tk := c.admit("a", 1, 0, 0, t0, i)
 		if _, ok := c.drop("a", tk, t0); o != admitted || !ok {
 			t.Fatalf("round %d: %v, dropped %v", i, o, ok)
 		}
