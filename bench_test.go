@@ -240,50 +240,55 @@ func benchDoMany(b *testing.B, shards int) {
 }
 
 // BenchmarkSubmit is BenchmarkDo's keys=16/batch=64 workload through Submit:
-// 1024 closed-loop producers, each with its own context (ctx=cancellable,
-// watched by an AfterFunc) or context.Background (ctx=never), whose done
-// hands the answer back on a channel of the producer's. Read it beside
-// BenchmarkDo/keys=16/batch=64, in the same run.
+// 1024 inputs in flight on 16 keys, from producers that keep 1024/producers
+// each in flight (a slot taken before Submit, given back by done, which does
+// nothing else but check the answer), with a context that never ends
+// (ctx=never) or one of their own, watched by an AfterFunc (ctx=cancellable).
+// Read it beside BenchmarkDo/keys=16/batch=64, in the same run.
 func BenchmarkSubmit(b *testing.B) {
 	const keys, batch = 16, 64
-	for _, cancellable := range []bool{false, true} {
-		name := "ctx=never"
-		if cancellable {
-			name = "ctx=cancellable"
+	for _, bc := range []struct {
+		producers   int
+		cancellable bool
+	}{{64, false}, {64, true}, {1024, false}} {
+		name := fmt.Sprintf("producers=%d/ctx=never", bc.producers)
+		if bc.cancellable {
+			name = fmt.Sprintf("producers=%d/ctx=cancellable", bc.producers)
 		}
 		b.Run(name, func(b *testing.B) {
-			callers := keys * batch
-			f, err := New(echo, Config[int, int]{Key: func(v int) int { return v % keys }, MaxBatchSize: batch, MaxQueued: callers})
+			producers := bc.producers
+			f, err := New(echo, Config[int, int]{Key: func(v int) int { return v % keys }, MaxBatchSize: batch, MaxQueued: keys * batch})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer f.Close()
-			ctxs := callerContexts(b, callers)
-			if !cancellable {
+			ctxs := callerContexts(b, producers)
+			if !bc.cancellable {
 				for i := range ctxs {
 					ctxs[i] = context.Background()
 				}
 			}
-			dones := make([]func(int, error), callers)
-			answers := make([]chan int, callers)
-			for c := range dones {
-				answers[c] = make(chan int, 1)
-				dones[c] = func(out int, err error) {
-					if err != nil {
-						out = -1
+			var wrong atomic.Int64
+			slots := make([]chan struct{}, producers)
+			dones := make([]func(int, error), producers)
+			for p := range dones {
+				slots[p] = make(chan struct{}, keys*batch/producers)
+				dones[p] = func(out int, err error) {
+					if err != nil || out%keys != p%keys {
+						wrong.Add(1)
 					}
-					answers[c] <- out
+					<-slots[p]
 				}
 			}
-			seq := make([]int, callers)
-			window(b, callers, 1, func(c int) bool {
-				seq[c] += keys
-				in := c%keys + seq[c]
-				if err := f.Submit(ctxs[c], in, dones[c]); err != nil {
-					return false
-				}
-				return <-answers[c] == in
+			seq := make([]int, producers)
+			window(b, producers, 1, func(p int) bool {
+				slots[p] <- struct{}{}
+				seq[p] += keys
+				return f.Submit(ctxs[p], p%keys+seq[p], dones[p]) == nil
 			}, func() uint64 { return f.Stats().Batches })
+			if err := f.Flush(context.Background()); err != nil || wrong.Load() > 0 {
+				b.Fatalf("Flush: %v; %d wrong answers", err, wrong.Load())
+			}
 		})
 	}
 }

@@ -26,7 +26,7 @@ func (s *shard[K, I, O]) work(id int, jobs <-chan job[K, I, O]) {
 		subs    []int // reused: the Submits of a batch
 		j       job[K, I, O]
 		start   time.Duration // of the Call, by clock, with OnBatch
-		running bool      // a Call is running: neither returned nor panicked
+		running bool          // a Call is running: neither returned nor panicked
 	)
 	defer func() {
 		if running {
@@ -108,15 +108,15 @@ func reply[K comparable, I, O any](ws []*waiter[K, I, O], outs []O, errs Errors,
 
 // notify calls a Submit's done with r. A panic in done is recovered and
 // counted in Stats.DonePanics. w goes back to the pool unless its ctx's
-// watcher has started, which still holds it, or its Submit has not yet read
-// its admission word from w.c (the loop may take an input in the wake-up
-// that admits it): after that read the Submit never touches w again.
+// watcher has started, which still holds it. Its Submit may not have read
+// its admission word yet (the loop may take an input in the wake-up that
+// admits it), but that is on a channel of the Submit's, not w's.
 func (s *shard[K, I, O]) notify(w *waiter[K, I, O], r result[O]) {
 	f := s.f
-	mine := (w.stop == nil || w.stop()) && len(w.c) == 0
+	mine := w.stop == nil || w.stop()
 	done := w.done
 	if mine {
-		f.put(w)
+		f.putSub(w)
 	}
 	defer func() {
 		if recover() != nil {

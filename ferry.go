@@ -178,7 +178,9 @@ type Ferry[K comparable, I, O any] struct {
 
 	origin time.Time // of every shard's clock: see clock
 
-	pool   sync.Pool // of *waiter whose reply channel is empty and will stay so
+	pool   sync.Pool // of a Do's *waiter, whose reply channel is empty and will stay so
+	subs   sync.Pool // of a Submit's *waiter, which has no channel: see Submit
+	words  sync.Pool // of a Submit's chan result[O] for its admission word, empty
 	groups sync.Pool // of *group that no one else holds
 
 	shards []*shard[K, I, O] // a key's is shardOf(key)
@@ -247,6 +249,8 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		seed: maphash.MakeSeed(),
 	}
 	f.pool.New = func() any { return &waiter[K, I, O]{c: make(chan result[O], 1)} }
+	f.subs.New = func() any { return new(waiter[K, I, O]) }
+	f.words.New = func() any { return make(chan result[O], 1) }
 	base := context.WithValue(context.Background(), callKey{}, f)
 	f.origin = time.Now()
 	for i := range n {
@@ -359,9 +363,9 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 	if ctx.Err() != nil {
 		return ctxErr(ctx)
 	}
-	w := f.pool.Get().(*waiter[K, I, O])
+	w := f.subs.Get().(*waiter[K, I, O])
 	if err := f.prepare(w, in); err != nil {
-		f.put(w)
+		f.putSub(w)
 		return err
 	}
 	if w.done = done; done == nil {
@@ -374,8 +378,15 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 	if ctx.Done() != nil { // before the admission, so that the loop and workers see stop
 		w.stop = context.AfterFunc(ctx, func() { s.withdraw(ctx, w) })
 	}
-	c, stop := w.c, w.stop // once admitted, w is its worker's, which may pool it
+	// The admission word comes on a channel that w holds only until it is
+	// read: a waiting input keeps no channel. Once admitted, w is its
+	// worker's, which may pool it before the word is read, so c and stop are
+	// kept here.
+	c := f.words.Get().(chan result[O])
+	w.c = c
+	stop := w.stop
 	if !s.send(msg[K, I, O]{op: opAdmit, w: w}) {
+		f.words.Put(c)
 		f.unsubmit(w)
 		return ErrClosed
 	}
@@ -384,7 +395,7 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 	case <-s.done:
 		select {
 		case r = <-c:
-		default:
+		default: // neither w nor c is pooled: the loop's last read may yet answer
 			if stop != nil {
 				stop()
 			}
@@ -393,6 +404,7 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 	default:
 		r = <-c
 	}
+	f.words.Put(c) // the word was the loop's only send on it
 	switch r.err {
 	case errAdmitted:
 		return nil
@@ -410,8 +422,14 @@ func ignore[O any](O, error) {}
 // pools w unless the watcher has started, which still holds it.
 func (f *Ferry[K, I, O]) unsubmit(w *waiter[K, I, O]) {
 	if w.stop == nil || w.stop() {
-		f.put(w)
+		f.putSub(w)
 	}
+}
+
+// putSub pools a Submit's waiter, which no one else holds.
+func (f *Ferry[K, I, O]) putSub(w *waiter[K, I, O]) {
+	*w = waiter[K, I, O]{}
+	f.subs.Put(w)
 }
 
 // withdraw runs when a Submit's ctx ends: it drops the input if it still

@@ -55,9 +55,9 @@ type waiter[K comparable, I, O any] struct {
 	key    K
 	weight int64
 	rank   int64
-	at     time.Duration // submission time, by clock; zero unless stamp
-	tk     ticket    // loop-owned: the input's ticket once admitted, else zero
-	c      chan result[O]
+	at     time.Duration  // submission time, by clock; zero unless stamp
+	tk     ticket         // loop-owned: the input's ticket once admitted, else zero
+	c      chan result[O] // a Do's answer; a Submit's admission word, on a channel it holds until then
 
 	done func(O, error) // Submit: called once, off the loop, with the answer
 	stop func() bool    // Submit whose ctx can end: stops watching it
