@@ -1,6 +1,8 @@
 package ferry
 
 import (
+	"math"
+
 	"github.com/gammazero/deque"
 	"github.com/google/btree"
 )
@@ -69,6 +71,38 @@ func (q *queue[E]) pop() item[E] {
 	return it
 }
 
+// take pops up to n items onto batch, in order, and returns batch and their
+// total weight. After the first it stops at an item that would take the total
+// past budget; with a budget of MaxInt64 none can, as weights that wait
+// together sum within it.
+func (q *queue[E]) take(batch []E, n int, budget int64) ([]E, int64) {
+	var w int64
+	if q.tree == nil && budget == math.MaxInt64 && n > 0 { // one pass, no peeking
+		for it := range q.run.IterPopFront() {
+			if it.weight == dead {
+				q.dead--
+				continue
+			}
+			w += it.weight
+			batch = append(batch, it.entry)
+			if n--; n == 0 {
+				break
+			}
+		}
+		q.trim()
+		return batch, w
+	}
+	for k := 0; k < n && q.len() > 0; k++ {
+		if k > 0 && budget < math.MaxInt64 && q.min().weight > budget-w {
+			break // does not fit: it starts the next batch
+		}
+		it := q.pop()
+		w += it.weight
+		batch = append(batch, it.entry)
+	}
+	return batch, w
+}
+
 // remove deletes the item (rank, seq) if it is there.
 func (q *queue[E]) remove(rank int64, seq uint64) (item[E], bool) {
 	if q.tree != nil {
@@ -95,9 +129,6 @@ func (q *queue[E]) remove(rank int64, seq uint64) (item[E], bool) {
 	q.run.Set(lo, item[E]{rank: it.rank, seq: it.seq, weight: dead})
 	q.dead++
 	q.trim()
-	if q.dead > q.run.Len()-q.dead {
-		q.compact()
-	}
 	return it, true
 }
 
@@ -124,7 +155,9 @@ func (q *queue[E]) clear() {
 	}
 }
 
-// trim pops tombstones off both ends, so that both ends are live.
+// trim pops tombstones off both ends, so that both ends are live, and
+// compacts the rest once they outnumber the live items. Each tombstone is
+// compacted at most once, so that costs O(1) for each remove.
 func (q *queue[E]) trim() {
 	for q.run.Len() > 0 && q.run.Front().weight == dead {
 		q.run.PopFront()
@@ -133,6 +166,9 @@ func (q *queue[E]) trim() {
 	for q.run.Len() > 0 && q.run.Back().weight == dead {
 		q.run.PopBack()
 		q.dead--
+	}
+	if q.dead > q.run.Len()-q.dead {
+		q.compact()
 	}
 }
 

@@ -294,20 +294,14 @@ func (s *state[K, E]) take(now time.Time, buf []E) (key K, batch []E, ok bool) {
 		s.tidy()
 		l.phase = phaseBusy
 		s.busy++
-		batch = buf
 		if l.items.len() > hotLane {
 			l.items.run.SetBaseCap(2 * min(s.lim.batchSize, baseCap/2))
 		}
-		var w int64 // the batch's weight: at most batchWeight, or one input's
-		for n := 0; n < s.lim.batchSize && l.items.len() > 0; n++ {
-			if n > 0 && l.items.min().weight > s.lim.batchWeight-w {
-				break // does not fit: it starts the next batch
-			}
-			it := l.items.pop()
-			s.forget(l, it)
-			w += it.weight
-			batch = append(batch, it.entry)
-		}
+		// The batch's weight w is at most batchWeight, or one input's.
+		batch, w := l.items.take(buf, s.lim.batchSize, s.lim.batchWeight)
+		l.weight -= w
+		s.queued -= len(batch) - len(buf)
+		s.weight -= w
 		return l.key, batch, true
 	}
 	return key, buf, false
