@@ -79,14 +79,14 @@ func (s *shard[K, I, O]) finish(id int, j job[K, I, O], ins []I, outs []O, errs 
 
 // reply answers the inputs ws with a call's verdict, except Submits, whose
 // indexes it appends to subs and returns: a Do on its channel, a DoMany by
-// index in its group and one count on the group's channel per run of its
-// inputs. After that count the group is its caller's: it is not touched again.
+// index in its group, counted once per run of its inputs (see answered).
+// After that count the group may be its caller's: it is not touched again.
 func reply[K comparable, I, O any](ws []*waiter[K, I, O], outs []O, errs Errors, all error, subs []int) []int {
 	var g *group[K, I, O]
 	n := 0
 	for i, w := range ws {
 		if w.g != g && n > 0 {
-			g.c <- n
+			g.answered(n)
 			n = 0
 		}
 		switch g = w.g; {
@@ -101,7 +101,7 @@ func reply[K comparable, I, O any](ws []*waiter[K, I, O], outs []O, errs Errors,
 		}
 	}
 	if n > 0 {
-		g.c <- n
+		g.answered(n)
 	}
 	return subs
 }

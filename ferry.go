@@ -491,20 +491,22 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 		}
 	}
 	g.outs = make([]O, len(ins))
+	g.left <- len(ins)
 	got, err := g.admit()
 	if err != nil {
+		<-g.left      // nothing was admitted: no one else holds it
 		f.putGroup(g) // unless a shard may yet answer into it
 		return nil, err
 	}
-	done := ctx.Done()
-	for got < len(ins) {
-		select {
-		case n := <-g.c:
-			got += max(n, 0) // a word from a shard that ended unheard says nothing now
-		case <-done:
-			return nil, f.abandonMany(ctx, g, got)
-		}
+	if got > 0 {
+		g.answered(got) // the inputs of parts whose shard closed, answered ErrClosed here
 	}
+	select {
+	case <-g.fin:
+	case <-ctx.Done():
+		return nil, f.abandonMany(ctx, g)
+	}
+	<-g.left // put back before fin by the last answer: empty again for the next use
 	outs := g.outs
 	var errs Errors
 	for i, err := range g.errs {
@@ -538,26 +540,25 @@ func (g *group[K, I, O]) join(w *waiter[K, I, O], s *shard[K, I, O]) {
 	p.total = addWeight(p.total, w.weight)
 }
 
-// admit admits all of g's inputs or none, and returns the answers that came
-// meanwhile. With one part it is one message. With several, each shard first
-// holds room for its part, and once all have, lets its part in; the inputs of
-// a part whose shard closed in between are answered ErrClosed.
+// admit admits all of g's inputs or none. With one part it is one message.
+// With several, each shard first holds room for its part, and once all have,
+// lets its part in; the inputs of a part whose shard closed in between are
+// answered ErrClosed here, and admit returns how many, for g.answered.
 func (g *group[K, I, O]) admit() (int, error) {
 	if len(g.parts) == 1 {
-		return g.ask(0, opAdmitMany)
+		return 0, g.ask(0, opAdmitMany)
 	}
 	for i := range g.parts {
-		if _, err := g.ask(i, opHold); err != nil {
+		if err := g.ask(i, opHold); err != nil {
 			for j := range i {
-				_, _ = g.ask(j, opUnhold) // a shard that ended holds nothing
+				_ = g.ask(j, opUnhold) // a shard that ended holds nothing
 			}
 			return 0, err
 		}
 	}
 	got, in := 0, 0
 	for i := range g.parts {
-		n, err := g.ask(i, opAdmitMany)
-		got += n
+		err := g.ask(i, opAdmitMany)
 		if err == nil {
 			in++
 			continue
@@ -577,12 +578,12 @@ func (g *group[K, I, O]) admit() (int, error) {
 }
 
 // ask sends o for part i of g to its shard's loop and waits for the loop's
-// word, as Do waits for its admission's. It returns the answers to g that came
-// first, and the part's error, or ErrClosed if the shard may have ended unheard.
-func (g *group[K, I, O]) ask(i int, o op) (int, error) {
+// word, as Do waits for its admission's. It returns the part's error, or
+// ErrClosed if the shard may have ended unheard.
+func (g *group[K, I, O]) ask(i int, o op) error {
 	p := &g.parts[i]
 	if !p.s.send(msg[K, I, O]{op: o, w: &g.ws[0], worker: int32(i)}) {
-		return 0, ErrClosed
+		return ErrClosed
 	}
 	heard := true // the loop answers what it reads, and reads all sent before done
 	select {
@@ -590,7 +591,7 @@ func (g *group[K, I, O]) ask(i int, o op) (int, error) {
 		heard = false
 	default:
 	}
-	for got := 0; ; {
+	for {
 		var n int
 		if heard {
 			n = <-g.c
@@ -599,36 +600,51 @@ func (g *group[K, I, O]) ask(i int, o op) (int, error) {
 			case n = <-g.c:
 			default:
 				g.lost = true // the loop's last read may yet answer it
-				return got, ErrClosed
+				return ErrClosed
 			}
 		}
-		switch {
-		case n == word(int32(i)):
-			return got, p.err
-		case n > 0:
-			got += n
+		if n == word(int32(i)) {
+			return p.err
 		} // else another part's word that no one waited for
 	}
 }
 
+// answered counts n more of g's inputs as answered: it takes the count of
+// those left from g.left and puts it back less n, so that answers from
+// several workers never wake the caller but once. Whoever answers the last
+// sends on fin after putting the count back; after that, g is the caller's.
+// No one blocks while holding the count.
+func (g *group[K, I, O]) answered(n int) {
+	left := <-g.left - n
+	g.left <- left
+	if left == 0 {
+		g.fin <- struct{}{}
+	}
+}
+
 // abandonMany drops the inputs of g that still wait, for a DoMany whose ctx
-// ended with got answers in, and returns ctx's error. g goes back to the pool
-// only if nothing can answer into it any more.
-func (f *Ferry[K, I, O]) abandonMany(ctx context.Context, g *group[K, I, O], got int) error {
+// ended, and returns ctx's error. g goes back to the pool only if nothing can
+// answer into it any more.
+func (f *Ferry[K, I, O]) abandonMany(ctx context.Context, g *group[K, I, O]) error {
 	err := ctxErr(ctx)
 	dropped := 0
 	for i := range g.parts {
 		if g.parts[i].gone {
 			continue // never admitted, and answered already
 		}
-		n, e := g.ask(i, opDropMany)
-		if got += n; e != nil {
+		if g.ask(i, opDropMany) != nil {
 			return err
 		}
 		dropped += g.parts[i].dropped
 	}
-	if got+dropped == len(g.ws) {
+	switch left := <-g.left; left {
+	case 0: // all answered: the last sends on fin, if it has not yet
+		<-g.fin
 		f.putGroup(g)
+	case dropped: // the rest were dropped: no answer is to come
+		f.putGroup(g)
+	default: // answers to come, into a group never pooled
+		g.left <- left
 	}
 	return err
 }
@@ -639,7 +655,10 @@ func (f *Ferry[K, I, O]) group(n int) *group[K, I, O] {
 		g.ws, g.errs = g.ws[:n], g.errs[:n]
 		return g
 	}
-	return &group[K, I, O]{ws: make([]waiter[K, I, O], n), errs: make([]error, n), c: make(chan int, n+2)}
+	return &group[K, I, O]{
+		ws: make([]waiter[K, I, O], n), errs: make([]error, n),
+		c: make(chan int, len(f.shards)+1), left: make(chan int, 1), fin: make(chan struct{}, 1),
+	}
 }
 
 func (f *Ferry[K, I, O]) putGroup(g *group[K, I, O]) {

@@ -70,13 +70,15 @@ type waiter[K comparable, I, O any] struct {
 }
 
 // group is one DoMany in progress: its inputs, and where their answers go.
-// Answers are written by index, then counted on c; the caller reads them once
-// the counts sum to len(ws). Its inputs are in one part per shard.
+// Answers are written by index, then counted down in left; the caller reads
+// them once fin says none is left. Its inputs are in one part per shard.
 type group[K comparable, I, O any] struct {
 	ws    []waiter[K, I, O]
 	outs  []O
 	errs  []error
-	c     chan int // k > 0: k more answers; word(i): a loop's word on part i, in its err or dropped
+	c     chan int      // word(i): a loop's word on part i, in its err or dropped
+	left  chan int      // the count of inputs not yet answered, taken and put back: see answered
+	fin   chan struct{} // sent once, by what answers the last input
 	parts []part[K, I, O]
 	lost  bool // a shard may yet send a word on c that no one waits for: never pooled
 }
