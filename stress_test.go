@@ -87,8 +87,9 @@ func TestStress(t *testing.T) {
 	t.Logf("ok %d, cancelled %d, rejected %d, %d batches for %d admitted", ok, cancelled, rejected, s.Batches, s.Admitted)
 }
 
-// Submits and Dos share the waiter pool: a Submit's waiter goes back to it
-// only once the Submit has read its admission word, so no Do ever sees a
+// Submits and Dos run side by side. A worker may pool a Submit's waiter
+// before the Submit has read its admission word, which is on a channel of
+// the Submit's own, pooled apart from Do's waiters: so no Do ever sees a
 // word meant for a Submit, nor two callers one waiter.
 func TestSubmitAndDoShareThePool(t *testing.T) {
 	f, err := New(func(_ context.Context, _ string, ins []in) ([]int, error) {
@@ -132,5 +133,75 @@ func TestSubmitAndDoShareThePool(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// DoMany callers over one and two shards give up at random moments, so that
+// groups go back to the pool with answers, drops and late answers racing:
+// every DoMany that returns nil must have every output right, and a group
+// reused too early would show as a wrong output or a hang.
+func TestDoManyStress(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stress")
+	}
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			f, err := New(func(_ context.Context, _ string, ins []in) ([]int, error) {
+				runtime.Gosched()
+				outs := make([]int, len(ins))
+				for i, x := range ins {
+					outs[i] = 10 * x.ID
+				}
+				return outs, nil
+			}, Config[string, in]{Key: inCfg.Key, MaxBatchSize: 4, MaxInFlightBatches: 4, MaxQueued: 512, Shards: shards})
+			require.NoError(t, err)
+			const goroutines, each = 16, 400
+			var wg sync.WaitGroup
+			errs := make(chan error, goroutines)
+			for g := range goroutines {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(g), 2))
+					for i := range each {
+						ins := make([]in, 1+rng.IntN(8))
+						for j := range ins {
+							ins[j] = in{Key: string(rune('a' + rng.IntN(6))), ID: (g*each+i)*8 + j}
+						}
+						ctx, cancel := context.WithCancel(context.Background())
+						if rng.IntN(3) == 0 {
+							time.AfterFunc(time.Duration(rng.IntN(50))*time.Microsecond, cancel)
+						}
+						outs, err := f.DoMany(ctx, ins)
+						cancel()
+						switch {
+						case err == nil:
+							for j, x := range ins {
+								if outs[j] != 10*x.ID {
+									errs <- fmt.Errorf("input %d of %v: %d", j, ins, outs[j])
+									return
+								}
+							}
+						case errors.Is(err, context.Canceled), errors.Is(err, ErrRejected):
+						default:
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			over := make(chan struct{})
+			go func() { wg.Wait(); close(over) }()
+			select {
+			case <-over:
+			case <-time.After(time.Minute):
+				t.Fatal("a DoMany never returned")
+			}
+			require.NoError(t, f.Close())
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			s := f.Stats()
+			assert.Equal(t, 0, s.Queued+s.Busy+s.Lanes)
+		})
 	}
 }
