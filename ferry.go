@@ -611,9 +611,9 @@ func (g *group[K, I, O]) ask(i int, o op) error {
 
 // answered counts n more of g's inputs as answered: it takes the count of
 // those left from g.left and puts it back less n, so that answers from
-// several workers never wake the caller but once. Whoever answers the last
-// sends on fin after putting the count back; after that, g is the caller's.
-// No one blocks while holding the count.
+// several workers wake the caller only once. Whoever answers the last sends
+// on fin; the caller then takes the count back before it pools g, so it
+// waits for that put. No answerer blocks while holding the count.
 func (g *group[K, I, O]) answered(n int) {
 	left := <-g.left - n
 	g.left <- left

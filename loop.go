@@ -512,9 +512,9 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 	g.c <- word(i)
 }
 
-// word is a loop's word on part i of a group, on its channel: negative, so
-// that it is told from a count of answers, and the part's own, so that a word
-// that no one waited for, from a shard that ended, is told from the next.
+// word is a loop's word on part i of a group, on its channel: the part's
+// own, so that a word that no one waited for, from a shard that ended, is
+// told from the next.
 func word(i int32) int { return -1 - int(i) }
 
 // dropOne drops w if it still waits, and counts it.

@@ -21,7 +21,8 @@
  *   ROUNDS0      how many Do calls caller 0 makes in turn (default 1)
  *   CANCELMASK   bit c: caller c's ctx may end (default 1: caller 0's)
  *   SUBMIT=1     caller 1 uses Submit, watched by a watcher
- *   MANY=1       caller 0 uses DoMany with two inputs, of keys 0 and 1
+ *   MANY=1       caller 0 uses DoMany with two inputs, of keys 0 and 1; its
+ *                answers count down a token on g.left, the last sends fin
  *   FLUSH=1      a flusher calls Flush; FCANCEL=1: its ctx may end
  *   CLOSER       0: the closer calls Close or Shutdown; 1: Close; 2: Shutdown
  *   CALLERS      callers that make a call (default 3; 2: caller 2 makes none)
@@ -87,8 +88,8 @@
 #define READY   2
 #define WAITING 3
 
-/* a DoMany's words on g.c, beside the counts 1 and 2 (Go: all are ints, 0
- * the loop's word, g.err beside it) */
+/* a DoMany's words on g.c, the loop's only (Go: word(i), with the part's
+ * err and dropped beside it) */
 #define W_OK   10
 #define W_ERR  11
 #define W_DROP 12
@@ -101,7 +102,9 @@ mtype = { ADMIT, ADMITMANY, DROP, DROPMANY, START, RELEASE, ANSWERED,
 chan inc = [INCSZ] of { mtype, byte, byte }; /* f.inc: op, input or key, worker or n */
 chan rep[NC] = [1] of { mtype };             /* each waiter's w.c, buffered 1 */
 chan jobs[NW] = [2] of { byte, byte, byte }; /* wk.jobs: key or PING, buffer, acks owed */
-chan gc = [4] of { byte };                   /* the DoMany's g.c: n+2 */
+chan gc = [2] of { byte };                   /* the DoMany's g.c, words only: len(shards)+1 */
+chan gleft = [1] of { byte };                /* g.left: the token, the count of inputs not yet answered */
+chan gfin = [1] of { bit };                  /* g.fin: sent once, by what answers the last input */
 chan wd = [1] of { mtype };                  /* the Submit's w.drop */
 chan nch = [1] of { bit };                   /* go l.f.notifyAll(subs, ErrClosed) */
 chan fc = [1] of { mtype };                  /* the Flush's reply, c */
@@ -134,6 +137,7 @@ bool sseen, swd;    /* the Submit's w.seen, w.withdrawn */
 bool rnd;           /* l.round != nil */
 byte left;          /* l.round.left */
 bit  dold[NK];      /* the direct call's claim is counted by the round */
+byte gdrop;         /* the DoMany part's dropped, written before its word */
 
 /* ---- ghosts: observers only, never read by the protocol ---- */
 byte calls[NK];     /* calls in flight per key, batched and direct */
@@ -154,9 +158,11 @@ bool fdone;         /* the flusher has returned */
 byte sarm;          /* the Submit's AfterFunc: 0 not set, 1 set, 2 stopped or started */
 bool sadm;          /* the Submit's input was admitted */
 byte sdone;         /* times the Submit's done has been called */
+bool gpool;         /* the DoMany's caller has pooled g: no one may touch it again */
+bool swords;        /* the loop has sent the Submit's admission word */
 
 /* loop temporaries, dead between the loop's atomic steps */
-hidden byte mb, ma, k, c, ti, tw, tb, tk, tn, kk2;
+hidden byte mb, ma, k, c, ti, tw, tb, tk, tn, kk2, gl, gn;
 hidden byte ok;
 hidden mtype mop;
 
@@ -169,6 +175,13 @@ inline reply(cc, v) {
 	rep[cc]!v
 }
 
+/* the Submit's admission word, on a channel the Submit takes from a pool and
+ * pools once it has read it: the loop's one send on it */
+inline sword(v) {
+	assert(!swords); swords = 1;
+	reply(1, v)
+}
+
 /* the one outcome of input ii, from the loop or a worker */
 inline outcome(ii) {
 	assert(!outc[ii]);
@@ -178,6 +191,46 @@ inline outcome(ii) {
 /* a Do's outcome, from the loop */
 inline doReply(cc, v) {
 	reply(cc, v); outcome(cc)
+}
+
+/* a loop's word on the DoMany's g.c: never blocks, never into a pooled g */
+inline gword(v) {
+	assert(!gpool && nfull(gc));
+	gc!v
+}
+
+/* group.answered(n), by a worker (reply) or the loop (close's reply): take
+ * the count from g.left, put it back less n, and if none is left, send fin.
+ * Take, put and fin are one step: no one else can touch g.left while it is
+ * taken, and fin never blocks (see README). MUT_FIN_BEFORE_PUT: fin first,
+ * and a worker puts the count back in a step of its own (owe). */
+inline answered(n, lv, owe) {
+	assert(!gpool);                                  /* a pooled g is not touched */
+	gleft?lv;
+	assert(lv >= n);
+	lv = lv - n;
+#ifdef MUT_FIN_BEFORE_PUT
+	if
+	:: lv == 0 -> assert(nfull(gfin)); gfin!1; owe = 1  /* MUTATION: fin before the put */
+	:: else -> gleft!lv
+	fi;
+#else
+	gleft!lv;
+	if
+	:: lv == 0 -> assert(nfull(gfin)); gfin!1
+	:: else -> skip
+	fi;
+#endif
+	lv = 0
+}
+
+/* putGroup: g goes back to the pool, for another DoMany. Nothing may answer
+ * into it any more and its channels must be empty (the token taken, fin
+ * read, every word read); after this, nothing touches it (!gpool). */
+inline pool() {
+	assert(empty(gleft) && empty(gfin) && empty(gc));
+	assert(!pend[0] && !pend[3]);
+	gpool = 1
 }
 
 inline pushReady(kk) {
@@ -285,14 +338,14 @@ inline admitDo(cc) {
 inline submit() {
 	sseen = 1;
 	if
-	:: swd -> assert(nfull(wd)); wd!KEPT; reply(1, WITHDRAWN)
+	:: swd -> assert(nfull(wd)); wd!KEPT; sword(WITHDRAWN)
 	:: else ->
 		if
-		:: REFUSED -> reply(1, CLOSED)
+		:: REFUSED -> sword(CLOSED)
 		:: else ->
 			if
-			:: queued >= MAXQ -> reply(1, REJECTED)
-			:: else -> enter(1); sadm = 1; reply(1, ADMITTED)
+			:: queued >= MAXQ -> sword(REJECTED)
+			:: else -> enter(1); sadm = 1; sword(ADMITTED)
 			fi
 		fi
 	fi
@@ -301,15 +354,15 @@ inline submit() {
 /* loop.admitMany: both inputs or neither */
 inline admitMany() {
 	if
-	:: REFUSED -> gc!W_ERR
+	:: REFUSED -> gword(W_ERR)
 	:: else ->
 		if
 #ifdef MUT_MANY_ROOM_ONE
-		:: queued + 1 > MAXQ -> gc!W_ERR             /* MUTATION: room for one only */
+		:: queued + 1 > MAXQ -> gword(W_ERR)         /* MUTATION: room for one only */
 #else
-		:: queued + 2 > MAXQ -> gc!W_ERR
+		:: queued + 2 > MAXQ -> gword(W_ERR)
 #endif
-		:: else -> enter(0); enter(3); gc!W_OK
+		:: else -> enter(0); enter(3); gword(W_OK)
 		fi
 	fi
 }
@@ -389,17 +442,18 @@ inline withdraw() {
 
 /* loop.handle(opDropMany) */
 inline dropMany() {
+	gdrop = 0;
 	dropOne(0);
 	if
-	:: ok -> countOld(0); pend[0] = 0; outcome(0)
+	:: ok -> countOld(0); pend[0] = 0; outcome(0); gdrop++
 	:: else -> skip
 	fi;
 	dropOne(3);
 	if
-	:: ok -> countOld(3); pend[3] = 0; outcome(3)
+	:: ok -> countOld(3); pend[3] = 0; outcome(3); gdrop++
 	:: else -> skip
 	fi;
-	assert(nfull(gc)); gc!W_DROP
+	gword(W_DROP)
 }
 
 /* loop.handle(opRelease) with state.release */
@@ -443,7 +497,7 @@ inline lclose() {
 			:: ti < ln[k] ->
 				c = it[k*BS + ti] - 1;
 				if
-				:: isMany(c) -> assert(nfull(gc)); gc!1; pend[c] = 0; outcome(c)
+				:: isMany(c) -> gn++; pend[c] = 0; outcome(c)  /* one run: consecutive seqs */
 				:: isSub(c) -> notify++; assert(nfull(nch)); nch!1  /* its done: off the loop */
 				:: else -> doReply(c, CLOSED); pend[c] = 0
 				fi;
@@ -463,6 +517,17 @@ inline lclose() {
 		:: else -> break
 		od;
 		rq[0] = 0; rq[1] = 0; rn = 0; queued = 0;
+		if
+		:: gn > 0 ->                                 /* reply's g.answered(n) */
+			assert(nempty(gleft));                   /* the loop never waits for the token */
+			answered(gn, gl, ok);
+			if
+			:: ok -> gleft!0; ok = 0                 /* MUT_FIN_BEFORE_PUT: the put, after fin */
+			:: else -> skip
+			fi;
+			gn = 0
+		:: else -> skip
+		fi;
 		if
 		:: rnd -> fc!CLOSED; rnd = 0; left = 0      /* the round's replies: ErrClosed */
 		:: else -> skip
@@ -665,8 +730,9 @@ proctype loop() {
 			if
 #ifndef MUT_NO_FINAL_DRAIN
 			:: mop == ADMIT && !isSub(ma) -> seen[ma] = 1; doReply(ma, CLOSED)
-			:: mop == ADMIT && isSub(ma) -> reply(1, CLOSED)
-			:: mop == ADMITMANY -> gc!W_ERR
+			:: mop == ADMIT && isSub(ma) -> sword(CLOSED)
+			:: mop == ADMITMANY -> gword(W_ERR)
+			:: mop == DROPMANY -> gword(W_DROP)          /* dropped: 0 */
 			:: mop == FLUSHM -> fc!CLOSED
 #endif
 			:: else -> skip
@@ -683,7 +749,7 @@ proctype loop() {
 inline answerOne(wc) {
 	outcome(wc - 1); pend[wc - 1] = 0;
 	if
-	:: isMany(wc - 1) -> assert(nfull(gc)); gc!1
+	:: isMany(wc - 1) -> answered(1, lv, owe)         /* a run of one: one input per key */
 	:: isSub(wc - 1) ->
 		if
 		:: sarm == 1 -> sarm = 2                     /* notify: w.stop() */
@@ -695,7 +761,8 @@ inline answerOne(wc) {
 }
 
 proctype worker(byte id) {
-	byte wk, wb, wn, i, wc;
+	byte wk, wb, wn, i, wc, lv;
+	bit owe;
 	do
 	:: atomic {
 		jobs[id]?wk, wb, wn ->
@@ -736,6 +803,13 @@ proctype worker(byte id) {
 				fi;
 				wn = 0
 			}
+#ifdef MUT_FIN_BEFORE_PUT
+			;
+			if
+			:: atomic { owe -> assert(!gpool); gleft!0; owe = 0 }  /* the put, after fin */
+			:: else -> skip
+			fi
+#endif
 		fi
 	:: atomic { stopped && empty(jobs[id]) -> break }  /* for range jobs ends */
 	od;
@@ -792,7 +866,7 @@ proctype caller(byte me) {
 	byte round = 0;
 	bit sent;
 	mtype r;
-	byte gw, ngot;
+	byte gw;
 	if
 	:: me >= CALLERS -> fin(); goto out
 	:: isSub(me) -> goto sub
@@ -877,49 +951,67 @@ unsub:	/* f.unsubmit: stop the AfterFunc if it has not started */
 	};
 	goto out;
 
-many:	/* DoMany of inputs 0 (key 0) and 3 (key 1) */
+many:	/* DoMany of inputs 0 (key 0) and 3 (key 1): one shard, so one part,
+	 * one ask(opAdmitMany) and nothing answered by the caller itself */
+	gleft!2;                                        /* g.left <- len(ins) */
 	send(ADMITMANY, 0);
 	if
-	:: !sent -> atomic { ret[0] = 1; ret[3] = 1; fin() }; goto out
+	:: !sent -> atomic { gleft?gw; pool(); ret[0] = 1; ret[3] = 1; fin(); gw = 0 }; goto out  /* ErrClosed */
 	:: else -> skip
 	fi;
-	if                                              /* as in Do */
+	if                                              /* ask: as in Do */
 	:: atomic { done ->
 		if
 		:: gc?gw
-		:: empty(gc) -> ret[0] = 1; ret[3] = 1; fin(); goto out
+		:: empty(gc) -> gleft?gw; ret[0] = 1; ret[3] = 1; fin(); gw = 0; goto out  /* g.lost: not pooled */
 		fi }
 	:: else -> gc?gw
 	fi;
 	if
-	:: gw == W_ERR -> atomic { ret[0] = 1; ret[3] = 1; fin() }; goto out
+	:: gw == W_ERR -> atomic { gleft?gw; pool(); ret[0] = 1; ret[3] = 1; fin(); gw = 0 }; goto out
 	:: else -> assert(gw == W_OK)
 	fi;
-	do
-	:: ngot < 2 ->
-		if
-		:: gc?gw -> assert(gw < W_OK); ngot = ngot + gw
-		:: CANCELS(0) -> goto abandonMany           /* ctx ended */
-		fi
-	:: else -> break
-	od;
-	atomic { fin(); gw = 0; ngot = 0 };
+	if                                              /* select: fin or ctx */
+	:: atomic { gfin?_ -> assert(!pend[0] && !pend[3] && outc[0] && outc[3]); gw = 0 }
+	:: CANCELS(0) -> gw = 0; goto abandonMany       /* ctx ended */
+	fi;
+#ifndef MUT_NO_TAKE_AT_FIN
+	atomic { gleft?gw -> assert(gw == 0); pool(); fin(); gw = 0 };  /* put back before fin */
+#else
+	atomic { pool(); fin() };                       /* MUTATION: pooled with the token in g.left */
+#endif
 	goto out;
 abandonMany:
 	send(DROPMANY, 0);
 	if
-	:: sent ->
-		do
-		:: gc?gw ->
-			if
-			:: gw < W_OK -> ngot = ngot + gw
-			:: else -> assert(gw == W_DROP); break   /* the loop's word */
-			fi
-		:: done -> break
-		od
+	:: !sent -> atomic { ret[0] = 1; ret[3] = 1; fin() }; goto out  /* ask's ErrClosed: not pooled */
 	:: else -> skip
 	fi;
-	atomic { ret[0] = 1; ret[3] = 1; fin(); gw = 0; ngot = 0 };
+	if                                              /* ask */
+	:: atomic { done ->
+		if
+		:: gc?gw
+		:: empty(gc) -> ret[0] = 1; ret[3] = 1; fin(); gw = 0; goto out  /* g.lost */
+		fi }
+	:: else -> gc?gw
+	fi;
+	assert(gw == W_DROP);
+	gleft?gw;                                       /* left */
+	if
+	:: gw == 0 ->                                   /* all answered: the last sends fin */
+#ifndef MUT_NO_FIN_WAIT
+		gfin?_;
+#endif
+		atomic { pool(); gw = 0 }
+	:: gw != 0 && gw == gdrop -> atomic { pool(); gw = 0 }  /* the rest dropped */
+	:: else ->
+#ifdef MUT_POOL_WHEN_PENDING
+		atomic { pool(); gw = 0 }                   /* MUTATION: pooled with answers to come */
+#else
+		atomic { gleft!gw; gw = 0 }                 /* answers to come: never pooled */
+#endif
+	fi;
+	atomic { ret[0] = 1; ret[3] = 1; fin() };
 out:
 	skip
 }
