@@ -299,9 +299,7 @@ func (s *state[K, E]) take(now time.Time, buf []E) (key K, batch []E, ok bool) {
 		}
 		// The batch's weight w is at most batchWeight, or one input's.
 		batch, w := l.items.take(buf, s.lim.batchSize, s.lim.batchWeight)
-		l.weight -= w
-		s.queued -= len(batch) - len(buf)
-		s.weight -= w
+		s.forget(l, len(batch)-len(buf), w)
 		return l.key, batch, true
 	}
 	return key, buf, false
@@ -338,7 +336,7 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Time) (e E, ok bool) {
 	if !ok {
 		return e, false
 	}
-	s.forget(l, it)
+	s.forget(l, 1, it.weight)
 	if l.items.len() == 0 && l.phase != phaseBusy {
 		s.removeLane(l) // a stale ready ref is skipped by take
 		return it.entry, true
@@ -531,11 +529,11 @@ func (s *state[K, E]) insert(l *lane[K, E], it item[E]) {
 	l.weight += it.weight
 }
 
-// forget accounts for an item that has left its lane's items.
-func (s *state[K, E]) forget(l *lane[K, E], it item[E]) {
-	l.weight -= it.weight
-	s.queued--
-	s.weight -= it.weight
+// forget accounts for n items weighing w that have left l's items.
+func (s *state[K, E]) forget(l *lane[K, E], n int, w int64) {
+	l.weight -= w
+	s.queued -= n
+	s.weight -= w
 }
 
 func (s *state[K, E]) newLane(key K) *lane[K, E] {
