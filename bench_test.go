@@ -141,7 +141,7 @@ func benchDo(b *testing.B, keys, batch, callers int) {
 
 // BenchmarkOnBatch is BenchmarkDo's keys=16 workloads and BenchmarkDirect's
 // callers=128 with OnBatch nil and a no-op OnBatch: read each pair's ratio in
-// one run. With it, each call reads the clock twice and each caller once.
+// one run. With it, each call reads the clock twice and the loop once per wake-up.
 func BenchmarkOnBatch(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		var cfg Config[int, int]

@@ -174,11 +174,13 @@ func TestOnBatchOfADirectCall(t *testing.T) {
 	})
 }
 
+// With no MaxBatchDelay the loop stamps inputs as it admits them, for Do,
+// Submit and DoMany alike; each waits 3 ms behind its key's first call here.
 func TestOnBatchWaitWithZeroDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rep reports
 		call := func(_ context.Context, _ string, ins []in) ([]int, error) {
-			if ins[0].ID == 1 {
+			if ins[0].ID%10 == 1 {
 				time.Sleep(4 * time.Millisecond)
 			}
 			return tens(ins), nil
@@ -188,16 +190,30 @@ func TestOnBatchWaitWithZeroDelay(t *testing.T) {
 		f, err := New(call, cfg)
 		require.NoError(t, err)
 		defer f.Close()
-		a1 := do(f, context.Background(), in{Key: "a", ID: 1})
-		synctest.Wait()
-		a2 := do(f, context.Background(), in{Key: "a", ID: 2}) // waits for a1's call
+		ctx := context.Background()
+		advance(time.Millisecond) // so that a stamp of 0, the origin's, would show
+		a1, b1, c1 := do(f, ctx, in{Key: "a", ID: 1}), do(f, ctx, in{Key: "b", ID: 11}), do(f, ctx, in{Key: "c", ID: 21})
+		advance(time.Millisecond)
+		a2 := do(f, ctx, in{Key: "a", ID: 2}) // each waits for its key's first call
+		sub := make(chan answer, 1)
+		require.NoError(t, f.Submit(ctx, in{Key: "b", ID: 12}, func(out int, err error) { sub <- answer{out, err} }))
+		many := make(chan []int, 1)
+		go func() {
+			outs, err := f.DoMany(ctx, []in{{Key: "c", ID: 22}, {Key: "c", ID: 23}})
+			assert.NoError(t, err)
+			many <- outs
+		}()
 		advance(time.Second)
-		assert.Equal(t, answer{10, nil}, got(t, a1))
-		assert.Equal(t, answer{20, nil}, got(t, a2))
-		assert.Equal(t, []Batch[string]{
-			{Key: "a", Size: 1, Took: 4 * time.Millisecond},
-			{Key: "a", Size: 1, Wait: 4 * time.Millisecond},
-		}, rep.get(t), "from its submission, with no delay too")
+		for _, c := range []chan answer{a1, b1, c1, a2, sub} {
+			assert.NoError(t, got(t, c).err)
+		}
+		assert.Equal(t, []int{220, 230}, <-many)
+		ms3, ms4 := 3*time.Millisecond, 4*time.Millisecond
+		assert.ElementsMatch(t, []Batch[string]{ // a key's second call may report before its first
+			{Key: "a", Size: 1, Took: ms4}, {Key: "a", Size: 1, Wait: ms3},
+			{Key: "b", Size: 1, Took: ms4}, {Key: "b", Size: 1, Wait: ms3},
+			{Key: "c", Size: 1, Took: ms4}, {Key: "c", Size: 2, Wait: ms3},
+		}, rep.get(t), "from its admission, with no delay too")
 	})
 }
 

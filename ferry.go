@@ -57,7 +57,7 @@ type Batch[K comparable] struct {
 	Key    K
 	Size   int           // inputs in the call
 	Weight int64         // their total weight
-	Wait   time.Duration // from the oldest input's submission to the call's start; 0 if Direct
+	Wait   time.Duration // from the oldest input's submission (its admission, without MaxBatchDelay) to the call's start; 0 if Direct
 	Took   time.Duration // the call's own duration
 	Err    error         // the call's error: nil, an Errors, or any other error
 	Direct bool          // a direct call, made by its caller
@@ -172,7 +172,7 @@ type Ferry[K comparable, I, O any] struct {
 	lim    limits
 
 	onBatch         func(Batch[K])
-	stamp           bool          // inputs carry their submission time: for deadlines, or OnBatch's Wait
+	stamp           bool          // callers stamp their inputs' submission time, for deadlines
 	timeout         time.Duration // Config.CallTimeout
 	cancelAbandoned bool
 
@@ -242,7 +242,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		lim:    lim,
 
 		onBatch:         cfg.OnBatch,
-		stamp:           cfg.MaxBatchDelay > 0 || cfg.OnBatch != nil,
+		stamp:           cfg.MaxBatchDelay > 0,
 		timeout:         cfg.CallTimeout,
 		cancelAbandoned: cfg.CancelAbandoned,
 

@@ -196,6 +196,10 @@ type loop[K comparable, I, O any] struct {
 
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
+
+	stamps  bool          // OnBatch without a MaxBatchDelay: the loop stamps inputs, see stamp
+	stamped bool          // at is this wake-up's
+	at      time.Duration // by clock
 }
 
 func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, workers int) *loop[K, I, O] {
@@ -208,6 +212,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, workers int)
 		workers: make([]worker[K, I, O], workers),
 		alarm:   newAlarm(),
 		directs: make(map[K]call),
+		stamps:  f.onBatch != nil && !f.stamp,
 		errFull: fmt.Errorf("%w: %d inputs waiting (MaxQueued%s)", ErrRejected, lim.queued, shareOf(f, "", f.lim.queued)),
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d%s",
 			ErrRejected, lim.queuedWeight, shareOf(f, " (", f.lim.queuedWeight)),
@@ -250,6 +255,7 @@ func (l *loop[K, I, O]) run() {
 // starts what batches it can.
 func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	now := l.now()
+	l.stamped = false
 	l.handle(m, now)
 	for n := len(l.s.inc); n > 0; n-- {
 		l.handle(<-l.s.inc, now)
@@ -275,6 +281,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			l.submit(w, now)
 			return
 		}
+		l.stamp(w)
 		o, tk := st.admit(w.key, w.weight, w.rank, w.at, now, w)
 		switch o {
 		case admitted:
@@ -381,6 +388,20 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 	}
 }
 
+// stamp gives w, as it is admitted, the time of this wake-up as its
+// submission time, for OnBatch's Wait, if callers do not stamp their own: the
+// clock is read once per wake-up that admits, not once per input. The stamp
+// is later than the caller's by the input's time in the inbound channel.
+func (l *loop[K, I, O]) stamp(w *waiter[K, I, O]) {
+	if !l.stamps {
+		return
+	}
+	if !l.stamped {
+		l.at, l.stamped = l.f.clock(), true
+	}
+	w.at = l.at
+}
+
 // shareOf says, after a shard's limit in an error, that it is a share of
 // total, if the ferry has several shards; open is what comes before.
 func shareOf[K comparable, I, O any, T int | int64](f *Ferry[K, I, O], open string, total T) string {
@@ -437,6 +458,7 @@ func (l *loop[K, I, O]) submit(w *waiter[K, I, O], now time.Time) {
 		w.c <- result[O]{err: errWithdrawn}
 		return
 	}
+	l.stamp(w)
 	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
 	if o != admitted {
 		w.c <- result[O]{err: l.refusal(o, 1, w.weight, 1)}
@@ -504,6 +526,7 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 	default:
 		for j := range g.ws {
 			if w := &g.ws[j]; w.part == i {
+				l.stamp(w)
 				w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
 			}
 		}
