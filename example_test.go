@@ -263,5 +263,5 @@ func ExampleErrRejected() {
 	rec := httptest.NewRecorder()
 	handler(rec, httptest.NewRequest("GET", "/?q=hello", nil))
 	fmt.Print(rec.Code, " ", rec.Body.String())
-	// Output: 503 ferry: rejected: 1 inputs waiting (MaxQueued)
+	// Output: 503 ferry: rejected: the room is full (MaxQueued 1)
 }

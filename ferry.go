@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -38,7 +39,7 @@ type Config[K comparable, I any] struct {
 	MaxBatchSize       int           // inputs per call; 0: DefaultMaxBatchSize; < 0: invalid
 	MaxBatchWeight     int64         // weight per call; 0: no limit; < 0: invalid
 	MaxBatchDelay      time.Duration // how long a partial batch may wait; 0: none; < 0: invalid
-	MaxInFlightBatches int           // workers, so batched calls in flight; 0: DefaultMaxInFlightBatches
+	MaxInFlightBatches int           // batched calls in flight, across shards; 0: DefaultMaxInFlightBatches
 	MaxQueued          int           // inputs waiting across all keys; 0: DefaultMaxQueued
 	MaxQueuedWeight    int64         // their total weight; 0: no limit; < 0: invalid
 	DirectCalls        bool          // with MaxBatchDelay 0, an idle key's caller makes the call itself
@@ -46,7 +47,7 @@ type Config[K comparable, I any] struct {
 	OnBatch         func(Batch[K]) // nil: none. Called after every call, off the loop: see Batch
 	CallTimeout     time.Duration  // 0: none. A call's context ends this long after it starts (ErrCallTimeout); < 0: invalid
 	CancelAbandoned bool           // cancel a batched call (ErrAbandoned) once every caller of its batch has given up
-	Shards          int            // loops, keys spread by hash, bounds split between them; 0: 1; < 0: invalid
+	Shards          int            // loops, keys spread by hash, sharing the bounds; 0: GOMAXPROCS, at most MaxInFlightBatches; < 0: invalid
 }
 
 // Batch describes one finished call, for Config.OnBatch, which runs on the
@@ -185,11 +186,14 @@ type Ferry[K comparable, I, O any] struct {
 
 	shards []*shard[K, I, O] // a key's is shardOf(key)
 	seed   maphash.Seed
+	spare  chan budget   // the room no shard holds, with several: see budget
+	slots  chan struct{} // one per batch in flight, with several shards: see slot
 }
 
 // New returns a running Ferry that batches inputs for call. It returns an
-// error naming the field if call or cfg.Key is nil, a limit is negative, or
-// MaxInFlightBatches is over MaxInFlightBatchesLimit. Release it with Close.
+// error naming the field if call or cfg.Key is nil, a limit is negative,
+// MaxInFlightBatches is over MaxInFlightBatchesLimit or Shards over
+// MaxInFlightBatches. Release it with Close.
 func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K, I, O], error) {
 	switch {
 	case call == nil:
@@ -229,7 +233,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 	if cfg.Shards < 0 {
 		return nil, fmt.Errorf("ferry: Config.Shards is negative: %d", cfg.Shards)
 	}
-	n, err := shardCount(cfg.Shards, workers, lim)
+	n, err := shardCount(cfg.Shards, workers, runtime.GOMAXPROCS(0))
 	if err != nil {
 		return nil, err
 	}
@@ -253,14 +257,17 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 	f.words.New = func() any { return make(chan result[O], 1) }
 	base := context.WithValue(context.Background(), callKey{}, f)
 	f.origin = time.Now()
-	for i := range n {
+	if n > 1 { // the shards share the room and the workers' slots
+		f.spare, f.slots = make(chan budget, 1), make(chan struct{}, workers)
+		f.spare <- budget{lim.queued, lim.queuedWeight}
+	}
+	for range n {
 		s := &shard[K, I, O]{f: f, inc: make(chan msg[K, I, O], incSize), done: make(chan struct{})}
 		s.ctx, s.cancel = context.WithCancelCause(base)
 		f.shards = append(f.shards, s)
-		sl := lim
-		sl.queued, sl.queuedWeight = share(lim.queued, n, i), share(lim.queuedWeight, n, i)
-		l := newLoop(s, sl, share(workers, n, i))
-		go l.run()
+	}
+	for _, s := range f.shards {
+		go newLoop(s, lim, workers).run()
 	}
 	return f, nil
 }

@@ -37,6 +37,7 @@ type ferryRun struct {
 	cancelled map[int]bool // by owner, contexts cancelled
 	made      map[made]int // calls made and not yet reported to OnBatch
 	silent    int          // direct calls that ran Goexit: OnBatch never hears of them
+	flying    int          // batched calls running, across every shard
 }
 
 // made is what OnBatch should report of a call.
@@ -108,11 +109,19 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	}
 	direct := ctx.Value(callKey{}) == nil // a batched call's context holds its ferry
 	r.made[made{key, len(ins), w, direct}]++
+	if !direct {
+		if r.flying++; r.flying > r.cfg.MaxInFlightBatches {
+			r.fail("%d batched calls at once, limit %d", r.flying, r.cfg.MaxInFlightBatches)
+		}
+	}
 	mode := r.modes[ins[0].ID]
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		r.busy[key] = false
+		if !direct {
+			r.flying--
+		}
 		r.mu.Unlock()
 	}()
 	select {
@@ -296,9 +305,9 @@ func runFerry(t *testing.T, data []byte) {
 	opts := b.next()
 	cfg.CancelAbandoned = opts&1 == 1
 	cfg.CallTimeout = []time.Duration{0, 2 * time.Millisecond, 1, math.MaxInt64}[opts>>1&3]
-	cfg.Shards = min(opts>>4&3, cfg.MaxInFlightBatches, cfg.MaxQueued) // 0: the default
-	if w := cfg.MaxQueuedWeight; w > 0 && int64(cfg.Shards) > w {
-		cfg.Shards = int(w)
+	cfg.Shards = min(opts>>4&3, cfg.MaxInFlightBatches) // 0: the default
+	if opts&64 != 0 {
+		cfg.MaxQueued += 192 // so that shards borrow and keep chunks of the room: see budget
 	}
 	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{},
 		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}}

@@ -176,6 +176,7 @@ type loop[K comparable, I, O any] struct {
 	lim     limits          // the shard's
 	st      *state[K, *waiter[K, I, O]]
 	workers []worker[K, I, O]
+	most    int   // workers it may start
 	idle    []int // workers with no batch
 	alarm   alarm
 	directs map[K]call // direct calls in flight, by key
@@ -197,55 +198,95 @@ type loop[K comparable, I, O any] struct {
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
 
+	spare chan budget // the ferry's, with several shards: see budget
+
+	slots   chan struct{} // the ferry's, with several shards: see slot
+	starved bool          // a lane is ready and a worker free, but no slot: run waits for one
+	won     bool          // run won a slot that no batch has taken yet
+
 	stamps  bool          // OnBatch without a MaxBatchDelay: the loop stamps inputs, see stamp
 	stamped bool          // at is this wake-up's
 	at      time.Duration // by clock
 }
 
-func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, workers int) *loop[K, I, O] {
+func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most int) *loop[K, I, O] {
 	f := s.f
 	l := &loop[K, I, O]{
 		f:       f,
 		s:       s,
 		lim:     lim,
 		st:      newState[K, *waiter[K, I, O]](lim, f.origin),
-		workers: make([]worker[K, I, O], workers),
+		workers: make([]worker[K, I, O], 0, most),
+		most:    most,
 		alarm:   newAlarm(),
 		directs: make(map[K]call),
 		stamps:  f.onBatch != nil && !f.stamp,
-		errFull: fmt.Errorf("%w: %d inputs waiting (MaxQueued%s)", ErrRejected, lim.queued, shareOf(f, "", f.lim.queued)),
-		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d%s",
-			ErrRejected, lim.queuedWeight, shareOf(f, " (", f.lim.queuedWeight)),
+		errFull: fmt.Errorf("%w: the room is full (MaxQueued %d)", ErrRejected, lim.queued),
+		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
+			ErrRejected, lim.queuedWeight),
+	}
+	if n := len(f.shards); n > 1 { // the room starts in spare: see budget
+		l.spare, l.slots = f.spare, f.slots
+		l.st.grow(-lim.queued, -lim.queuedWeight)
 	}
 	if lim.queuedWeight == 0 {
 		l.errFullWeight = fmt.Errorf("%w: the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", ErrRejected)
 	}
-	for i := range l.workers {
-		c := make(chan job[K, I, O], 2) // a batch and a ping
-		l.workers[i].jobs = c
-		l.idle = append(l.idle, i)
-		go s.work(i, c)
-	}
 	return l
+}
+
+// spawn starts a worker, idle. Workers start as batches need them, up to most.
+func (l *loop[K, I, O]) spawn() {
+	id := len(l.workers)
+	c := make(chan job[K, I, O], 2)                         // a batch and a ping
+	l.workers = append(l.workers, worker[K, I, O]{jobs: c}) // within cap: pointers stay
+	l.idle = append(l.idle, id)
+	go l.s.work(id, c)
+}
+
+// idler returns an idle worker for a batch, with a slot (see slot), starting
+// one if none is idle and fewer than most run; ok is false if it cannot.
+func (l *loop[K, I, O]) idler() (id int, ok bool) {
+	if len(l.idle) == 0 && len(l.workers) == l.most || !l.slot() {
+		return 0, false
+	}
+	if len(l.idle) == 0 {
+		l.spawn()
+	}
+	id = l.idle[len(l.idle)-1]
+	l.idle = l.idle[:len(l.idle)-1]
+	return id, true
 }
 
 // run is the loop: it sleeps until a message arrives or the alarm fires, then
 // handles every message already queued, starts what batches it can and sets
 // the alarm to the next deadline. Time is read once per wake-up. The timer's
 // channel is in the select only while the alarm is set: a timer channel makes
-// every select on it take the timer's lock and read the clock.
+// every select on it take the timer's lock and read the clock. So is the
+// ferry's slots channel, only while the shard is starved of a slot.
 func (l *loop[K, I, O]) run() {
 	inc := l.s.inc
 	for !l.end() {
-		if !l.alarm.armed() {
+		var fire <-chan time.Time
+		if l.alarm.armed() {
+			fire = l.alarm.t.C
+		}
+		var slot chan<- struct{}
+		if l.starved {
+			slot = l.slots
+		}
+		if fire == nil && slot == nil {
 			l.receive(<-inc)
 			continue
 		}
 		select {
 		case m := <-inc:
 			l.receive(m)
-		case <-l.alarm.t.C:
+		case <-fire:
 			l.alarm.fired()
+			l.turn(l.now())
+		case slot <- struct{}{}:
+			l.won = true
 			l.turn(l.now())
 		}
 	}
@@ -282,6 +323,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			return
 		}
 		l.stamp(w)
+		l.reserve(1, w.weight)
 		o, tk := st.admit(w.key, w.weight, w.rank, w.at, now, w)
 		switch o {
 		case admitted:
@@ -342,6 +384,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			delete(l.directs, m.key)
 			l.directs = shrink(l.directs, &l.dpeak)
 		} else {
+			l.unslot()
 			l.idle = append(l.idle, int(m.worker))
 			if wk := &l.workers[m.worker]; wk.cancel != nil {
 				wk.cancel(nil) // the call is over: free its context
@@ -402,18 +445,6 @@ func (l *loop[K, I, O]) stamp(w *waiter[K, I, O]) {
 	w.at = l.at
 }
 
-// shareOf says, after a shard's limit in an error, that it is a share of
-// total, if the ferry has several shards; open is what comes before.
-func shareOf[K comparable, I, O any, T int | int64](f *Ferry[K, I, O], open string, total T) string {
-	switch {
-	case len(f.shards) <= 1:
-		return ""
-	case open == "":
-		return fmt.Sprintf(": its shard's share of %d", total)
-	}
-	return fmt.Sprintf("%sits shard's share of %d)", open, total)
-}
-
 // refusal is the error for n inputs, the heaviest heaviest, that the room
 // did not admit with outcome o, and counts all of them as rejected, for the
 // same reason: all the inputs of a DoMany over several shards, if not n.
@@ -423,28 +454,28 @@ func (l *loop[K, I, O]) refusal(o outcome, n int, heaviest int64, all int) error
 	}
 	l.tally.Rejected += uint64(all)
 	lim := l.lim
+	room, _ := l.st.spare() // the shard's: with several, what it holds of the shared room
 	switch {
 	case o == rejectedHeavy:
 		l.tally.RejectedHeavy += uint64(all)
-	case n > lim.queued-l.st.queued-l.st.held:
+	case n > room:
 		l.tally.RejectedFull += uint64(all)
 	default:
 		l.tally.RejectedWeight += uint64(all)
 	}
 	switch {
 	case o == rejectedHeavy && lim.queuedWeight > 0 && heaviest > lim.queuedWeight:
-		return fmt.Errorf("%w: input weight %d is more than MaxQueuedWeight %d%s",
-			ErrRejected, heaviest, lim.queuedWeight, shareOf(l.f, " (", l.f.lim.queuedWeight))
+		return fmt.Errorf("%w: input weight %d is more than MaxQueuedWeight %d", ErrRejected, heaviest, lim.queuedWeight)
 	case o == rejectedHeavy:
 		return fmt.Errorf("%w: the inputs' total weight passes MaxInt64", ErrRejected)
 	case n > lim.queued:
 		return fmt.Errorf("%w: %d inputs, more than MaxQueued %d", ErrRejected, n, lim.queued)
-	case n == 1 && l.st.queued+l.st.held >= lim.queued:
+	case n == 1 && room < 1:
 		return l.errFull
 	case n == 1:
 		return l.errFullWeight
-	case n > lim.queued-l.st.queued-l.st.held:
-		return fmt.Errorf("%w: %d inputs, %d waiting (MaxQueued %d)", ErrRejected, n, l.st.queued+l.st.held, lim.queued)
+	case n > room: // all of a DoMany's inputs, some perhaps in other shards
+		return fmt.Errorf("%w: %d inputs, more than the room has spare (MaxQueued %d)", ErrRejected, all, lim.queued)
 	}
 	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, n)
 }
@@ -459,6 +490,7 @@ func (l *loop[K, I, O]) submit(w *waiter[K, I, O], now time.Time) {
 		return
 	}
 	l.stamp(w)
+	l.reserve(1, w.weight)
 	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
 	if o != admitted {
 		w.c <- result[O]{err: l.refusal(o, 1, w.weight, 1)}
@@ -517,6 +549,7 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 		g.c <- word(i)
 		return
 	}
+	l.reserve(p.n, p.total)
 	switch r := l.st.room(p.n, p.total, p.heaviest); {
 	case r != admitted:
 		p.err = l.refusal(r, p.n, p.heaviest, len(g.ws))
@@ -600,13 +633,17 @@ func (l *loop[K, I, O]) settle() {
 // is idle.
 func (l *loop[K, I, O]) turn(now time.Time) {
 	st := l.st
-	for len(l.idle) > 0 && st.hasReady(now) {
-		id := l.idle[len(l.idle)-1]
-		l.idle = l.idle[:len(l.idle)-1]
+	l.starved = false
+	for st.hasReady(now) {
+		id, ok := l.idler()
+		if !ok {
+			break
+		}
 		wk := &l.workers[id]
 		key, batch, _ := st.take(now, wk.bufs[wk.flip][:0])
 		wk.bufs[wk.flip] = batch
 		wk.flip ^= 1
+		l.lend() // before the batch starts: its callers may come back to another shard
 		l.tally.Batches++
 		l.tally.Taken += uint64(len(batch))
 		j := job[K, I, O]{key: key, batch: batch, ctx: l.s.ctx}
@@ -630,11 +667,16 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		}
 		wk.jobs <- j
 	}
-	// With every worker busy nothing can start before a release, and a
-	// release wakes the loop anyway; a due lane must not keep the alarm
-	// ringing meanwhile.
+	if l.won { // no lane was ready after all
+		l.won = false
+		l.unslot()
+	}
+	// With every worker busy, or no slot, nothing can start before a release
+	// or a slot, which wake the loop anyway; a due lane must not keep the
+	// alarm ringing meanwhile.
 	t, ok := st.earliest()
-	l.alarm.arm(t, ok && len(l.idle) > 0, now)
+	l.alarm.arm(t, ok && (len(l.idle) > 0 || len(l.workers) < l.most) && !l.starved, now)
+	l.lend()
 }
 
 // close drains the room, answering every waiting caller with ErrClosed, and

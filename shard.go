@@ -10,10 +10,10 @@ import (
 // This file spreads keys over shards. A shard is one loop with its own core
 // state, workers, timer and inbound channel; a key always goes to the same
 // shard, by a hash of the key, so every guarantee per key holds as it does
-// with one loop. The configured bounds are totals: each shard gets a share
-// of MaxQueued, MaxQueuedWeight and MaxInFlightBatches, and the shares sum to
-// what was configured. What is not per key becomes per shard: fairness (the
-// ready line) and the room a key may fill.
+// with one loop. The configured bounds are totals, shared by the shards:
+// the room (MaxQueued, MaxQueuedWeight, see budget) and the batched calls in
+// flight (MaxInFlightBatches, see slot). What is not per key becomes per
+// shard: fairness (the ready line, and the wait for a free slot).
 
 // shard is one loop and what talks to it.
 type shard[K comparable, I, O any] struct {
@@ -23,6 +23,96 @@ type shard[K comparable, I, O any] struct {
 	last   Stats             // written by the loop before done is closed
 	ctx    context.Context   // of batched calls; cancelled with ErrClosed on close
 	cancel context.CancelCauseFunc
+}
+
+// budget is an amount of room: inputs and their weight. The shards of a
+// ferry share its room: what no shard holds is in spare, a channel of one
+// budget that a loop empties, changes and fills again at once, so that no one
+// blocks on it for longer than that. A shard's core room is what it holds:
+// before an admission it borrows what it lacks for it (reserve), and it gives
+// back all it holds spare once inputs have left, before their batch starts,
+// and at the end of each wake-up (lend). So the shards never hold more than
+// the configured room between them, and a shard rejects only when the room
+// is full: but for room another shard is moving at that instant, as one loop
+// would have ordered the two. Borrowing ahead would save channel operations
+// and break that: a room sized for exactly its callers would reject some.
+// A weight with no limit (MaxQueuedWeight 0) is not shared: every shard's
+// core has MaxInt64 of it.
+type budget struct {
+	n int
+	w int64
+}
+
+// reserve borrows from spare what this shard lacks of room for n inputs
+// weighing w, or as much as spare has, so that the core refuses them only if
+// the shared room cannot hold them. It borrows nothing for what no room can
+// hold.
+func (l *loop[K, I, O]) reserve(n int, w int64) {
+	weighs := l.lim.queuedWeight > 0
+	if l.spare == nil || n > l.lim.queued || w < 0 || weighs && w > l.lim.queuedWeight {
+		return
+	}
+	fn, fw := l.st.spare()
+	short := budget{n: max(0, n-fn)}
+	if weighs {
+		short.w = max(0, w-fw)
+	}
+	if short == (budget{}) {
+		return
+	}
+	b := <-l.spare
+	got := budget{min(b.n, short.n), min(b.w, short.w)}
+	l.spare <- budget{b.n - got.n, b.w - got.w}
+	l.st.grow(got.n, got.w)
+}
+
+// lend gives back to spare all the room this shard holds spare, for the
+// other shards.
+func (l *loop[K, I, O]) lend() {
+	if l.spare == nil {
+		return
+	}
+	back := budget{}
+	back.n, back.w = l.st.spare()
+	if l.lim.queuedWeight == 0 {
+		back.w = 0 // not shared
+	}
+	if back == (budget{}) {
+		return
+	}
+	l.st.grow(-back.n, -back.w)
+	b := <-l.spare
+	l.spare <- budget{b.n + back.n, b.w + back.w} // within the room's total: no wrap
+}
+
+// slot takes one of the ferry's slots for a batch, with several shards, so
+// that the batched calls in flight across them never pass MaxInFlightBatches
+// while any shard may run all of them. A shard that finds none is starved:
+// its loop then waits for one beside its inbound channel (see run), and the
+// release of a batch in any shard frees one. A slot that run won is used first.
+func (l *loop[K, I, O]) slot() bool {
+	switch {
+	case l.slots == nil:
+		return true
+	case l.won:
+		l.won = false
+		return true
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	default:
+		l.starved = true
+		return false
+	}
+}
+
+// unslot gives a slot back, for a batch released or one that never started.
+// The shard holds it, so slots is not empty.
+func (l *loop[K, I, O]) unslot() {
+	if l.slots != nil {
+		<-l.slots
+	}
 }
 
 // shardOf returns the shard of key k.
@@ -42,34 +132,18 @@ func addWeight(total, w int64) int64 {
 	return total + w
 }
 
-// shardCount is how many shards a ferry with these totals gets: n, or 1 by
-// default. Shares of the room are static: under a skewed key spread one
-// shard fills while another has room, and a room sized for exactly its
-// callers rejects some (see the README), so splitting it is the user's
-// choice. Every shard must get at least one worker, one input of room and,
-// if it is limited, one unit of weight.
-func shardCount(n, workers int, lim limits) (int, error) {
-	most := min(workers, lim.queued)
-	if lim.queuedWeight > 0 {
-		most = int(min(int64(most), lim.queuedWeight))
-	}
+// shardCount is how many shards a ferry with these totals gets: n, or by
+// default one per processor (GOMAXPROCS, which procs is), at most one per
+// worker. One loop is one core: past one processor a second loop took the
+// headline workload from 1.9x dataloadgen's cost to 1.3x (see the README).
+func shardCount(n, workers, procs int) (int, error) {
 	switch {
 	case n == 0:
-		return 1, nil
-	case n > most:
-		return 0, fmt.Errorf("ferry: Config.Shards is %d, more than MaxInFlightBatches, MaxQueued or MaxQueuedWeight (%d) allow: each shard needs a share of them", n, most)
+		return max(1, min(procs, workers)), nil
+	case n > workers:
+		return 0, fmt.Errorf("ferry: Config.Shards is %d, more than MaxInFlightBatches (%d): one worker per shard at least", n, workers)
 	}
 	return n, nil
-}
-
-// share is shard i's part of total split n ways: total/n, and one more for
-// the first total%n shards. The shares sum to total.
-func share[T int | int64](total T, n, i int) T {
-	s := total / T(n)
-	if T(i) < total%T(n) {
-		s++
-	}
-	return s
 }
 
 // send delivers m to the loop, or reports false once the shard has ended. A

@@ -24,44 +24,28 @@ func keysIn(h *harness, sh, n int) []string {
 }
 
 func TestShardCount(t *testing.T) {
-	for _, tc := range []struct {
-		n, workers, queued int
-		weight             int64
-		want               int
-	}{
-		{0, 4, 4096, 0, 1}, // the default: one room
-		{0, 64, 1 << 20, 1 << 20, 1},
-		{3, 3, 3, 0, 3},
-		{3, 3, 3, 3, 3},
+	for _, tc := range []struct{ n, workers, procs, want int }{
+		{0, 4, 1, 1}, // the default: one loop per processor, at most one per worker
+		{0, 4, 2, 2},
+		{0, 4, 32, 4},
+		{0, 1, 8, 1},
+		{3, 3, 1, 3},
+		{1, 1, 8, 1},
 	} {
-		n, err := shardCount(tc.n, tc.workers, limits{queued: tc.queued, queuedWeight: tc.weight})
+		n, err := shardCount(tc.n, tc.workers, tc.procs)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, n, "%+v", tc)
 	}
-	for _, lim := range []struct {
-		workers, queued int
-		weight          int64
-	}{{2, 3, 0}, {3, 2, 0}, {3, 3, 2}} {
-		_, err := shardCount(3, lim.workers, limits{queued: lim.queued, queuedWeight: lim.weight})
-		assert.ErrorContains(t, err, "Config.Shards is 3, more than MaxInFlightBatches, MaxQueued or MaxQueuedWeight (2) allow")
-	}
+	_, err := shardCount(3, 2, 8)
+	assert.ErrorContains(t, err, "Config.Shards is 3, more than MaxInFlightBatches (2): one worker per shard at least")
 	cfg := inCfg
 	cfg.Shards = -1
-	_, err := New(func(context.Context, string, []in) ([]int, error) { return nil, nil }, cfg)
+	_, err = New(func(context.Context, string, []in) ([]int, error) { return nil, nil }, cfg)
 	assert.ErrorContains(t, err, "Config.Shards is negative")
-}
-
-func TestShare(t *testing.T) {
-	for _, tc := range []struct{ total, n int }{{10, 3}, {3, 3}, {7, 2}, {math.MaxInt, 7}} {
-		sum := 0
-		for i := range tc.n {
-			s := share(tc.total, tc.n, i)
-			assert.GreaterOrEqual(t, s, tc.total/tc.n)
-			sum += s
-		}
-		assert.Equal(t, tc.total, sum, "the shares of %d over %d sum to it", tc.total, tc.n)
-	}
-	assert.Equal(t, int64(math.MaxInt64), share(int64(math.MaxInt64), 1, 0))
+	cfg.Shards, cfg.MaxQueued = 3, 1
+	f, err := New(func(context.Context, string, []in) ([]int, error) { return nil, nil }, cfg)
+	require.NoError(t, err, "the room is shared: one input of it is enough for three shards")
+	f.Close()
 }
 
 func TestStatsAddSaturates(t *testing.T) {
@@ -70,24 +54,24 @@ func TestStatsAddSaturates(t *testing.T) {
 	assert.Equal(t, Stats{Queued: 3, Weight: math.MaxInt64, Admitted: 3, RejectedFull: 4, OnBatchPanics: 1}, s)
 }
 
-// The room and the workers are split: every shard takes its share and no
-// more, and the shares sum to the totals configured.
+// The workers are split, each shard taking its share, and the room is
+// shared: the bounds configured are totals across the shards.
 func TestShardsSplitTheBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 3, MaxQueued: 10, MaxInFlightBatches: 5, MaxBatchDelay: time.Hour}, true)
 		defer h.f.Close()
 		ctx := context.Background()
-		for sh, room := range []int{4, 3, 3} {
-			keys := keysIn(h, sh, room+1)
-			for _, k := range keys[:room] {
+		for sh, n := range []int{4, 3, 3} {
+			for _, k := range keysIn(h, sh, n) {
 				require.NoError(t, h.f.Submit(ctx, in{Key: k, W: 1}, nil), "shard %d", sh)
 			}
-			err := h.f.Submit(ctx, in{Key: keys[room], W: 1}, nil)
-			assert.ErrorIs(t, err, ErrRejected, "shard %d holds %d", sh, room)
-			assert.ErrorContains(t, err, fmt.Sprintf("%d inputs waiting", room))
 		}
-		s := h.f.Stats()
-		assert.Equal(t, Stats{Queued: 10, Weight: 10, Lanes: 10, Admitted: 10, Rejected: 3, RejectedFull: 3}, s)
+		for sh := range 3 {
+			err := h.f.Submit(ctx, in{Key: keysIn(h, sh, 5)[4], W: 1}, nil)
+			assert.ErrorIs(t, err, ErrRejected, "shard %d: the room holds 10 in all", sh)
+			assert.ErrorContains(t, err, "the room is full (MaxQueued 10)")
+		}
+		assert.Equal(t, Stats{Queued: 10, Weight: 10, Lanes: 10, Admitted: 10, Rejected: 3, RejectedFull: 3}, h.f.Stats())
 
 		shut := make(chan error, 1)
 		go func() { shut <- h.f.Shutdown(ctx) }()
@@ -102,18 +86,97 @@ func TestShardsSplitTheBounds(t *testing.T) {
 		assert.Equal(t, 5, h.peak, "and as many: 2 + 2 + 1 workers")
 		assert.Len(t, h.seen(), 10)
 	})
+	// Keys skewed onto one shard may fill the room, and once its inputs have
+	// gone, another shard may: a shard lends back all it holds spare.
+	for _, room := range []int{10, 384} {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t, Config[string, in]{Shards: 3, MaxQueued: room, MaxBatchDelay: time.Hour}, false)
+			defer h.f.Close()
+			ctx := context.Background()
+			k0, k1 := keysIn(h, 0, room+1), keysIn(h, 1, room+1)
+			for _, k := range k0[:room] {
+				require.NoError(t, h.f.Submit(ctx, in{Key: k, W: 1}, nil))
+			}
+			assert.ErrorIs(t, h.f.Submit(ctx, in{Key: k0[room], W: 1}, nil), ErrRejected)
+			assert.ErrorIs(t, h.f.Submit(ctx, in{Key: k1[0], W: 1}, nil), ErrRejected, "and leave none to shard 1")
+			require.NoError(t, h.f.Flush(ctx))
+			for _, k := range k1[:room] {
+				require.NoError(t, h.f.Submit(ctx, in{Key: k, W: 1}, nil), "shard 0 lent it all back")
+			}
+			assert.ErrorIs(t, h.f.Submit(ctx, in{Key: k1[room], W: 1}, nil), ErrRejected)
+			assert.ErrorIs(t, h.f.Submit(ctx, in{Key: k0[0], W: 1}, nil), ErrRejected)
+			assert.Equal(t, room, h.f.Stats().Queued)
+		})
+	}
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueuedWeight: 5, MaxBatchDelay: time.Hour}, false)
 		defer h.f.Close()
 		ctx := context.Background()
 		a, b := keysIn(h, 0, 1)[0], keysIn(h, 1, 1)[0]
 		require.NoError(t, h.f.Submit(ctx, in{Key: a, W: 3}, nil))
-		err := h.f.Submit(ctx, in{Key: a, W: 1}, nil)
-		assert.ErrorIs(t, err, ErrRejected, "shard 0's share of the weight is 3")
-		require.NoError(t, h.f.Submit(ctx, in{Key: b, W: 2}, nil))
-		err = h.f.Submit(ctx, in{Key: b, W: 3}, nil)
-		assert.ErrorContains(t, err, "input weight 3 is more than MaxQueuedWeight 2 (its shard's share of 5)", "what a shard can never hold is heavy")
-		assert.Equal(t, int64(5), h.f.Stats().Weight)
+		require.NoError(t, h.f.Submit(ctx, in{Key: a, W: 2}, nil), "the weight is shared too")
+		err := h.f.Submit(ctx, in{Key: b, W: 1}, nil)
+		assert.ErrorIs(t, err, ErrRejected)
+		assert.ErrorContains(t, err, "the waiting weight would pass MaxQueuedWeight 5")
+		err = h.f.Submit(ctx, in{Key: b, W: 6}, nil)
+		assert.ErrorContains(t, err, "input weight 6 is more than MaxQueuedWeight 5", "heavy for the whole room")
+		s := h.f.Stats()
+		assert.Equal(t, int64(5), s.Weight)
+		assert.Equal(t, [3]uint64{0, 1, 1}, [3]uint64{s.RejectedFull, s.RejectedWeight, s.RejectedHeavy})
+	})
+}
+
+// The shards share MaxInFlightBatches: keys skewed onto one shard may use
+// every slot, and a shard that waits for one gets the next that is freed,
+// before the shard that freed it starts another.
+func TestShardsShareTheWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 3, MaxInFlightBatches: 5}, true)
+		ctx := context.Background()
+		var as []chan answer
+		for i, k := range keysIn(h, 0, 8) {
+			as = append(as, h.do(ctx, in{Key: k, ID: i}))
+		}
+		synctest.Wait()
+		assert.Equal(t, 5, h.f.Stats().Busy, "one shard runs all five")
+		for range 8 {
+			h.mu.Lock()
+			assert.LessOrEqual(t, h.running, 5)
+			h.mu.Unlock()
+			h.hold <- struct{}{}
+			synctest.Wait()
+		}
+		for i, a := range as {
+			assert.Equal(t, answer{10 * i, nil}, got(t, a))
+		}
+		assert.Equal(t, 5, h.peak)
+		require.NoError(t, h.f.Close())
+	})
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 2, MaxInFlightBatches: 2}, true)
+		ctx := context.Background()
+		a, b := keysIn(h, 0, 3), keysIn(h, 1, 1)
+		var as []chan answer
+		for i, k := range []string{a[0], a[1], a[2], b[0]} {
+			as = append(as, h.do(ctx, in{Key: k, ID: i}))
+			synctest.Wait()
+		}
+		assert.Len(t, h.seen(), 2, "two slots, both shard 0's")
+		h.hold <- struct{}{}
+		synctest.Wait()
+		calls := h.seen()
+		require.Len(t, calls, 3)
+		assert.Equal(t, b[0], calls[2].key, "shard 1 waited for a slot, and gets the one shard 0 freed")
+		for range 3 {
+			h.hold <- struct{}{}
+			synctest.Wait()
+		}
+		assert.Equal(t, a[2], h.seen()[3].key)
+		for i, x := range as {
+			assert.Equal(t, answer{10 * i, nil}, got(t, x))
+		}
+		assert.Equal(t, 2, h.peak)
+		require.NoError(t, h.f.Close())
 	})
 }
 
@@ -171,11 +234,12 @@ func TestDoManyOverShards(t *testing.T) {
 		ctx := context.Background()
 		a, b := keysIn(h, 0, 2), keysIn(h, 1, 3)
 		require.NoError(t, h.f.Submit(ctx, in{Key: b[0], ID: 100}, nil))
-		_, err := h.f.DoMany(ctx, []in{{Key: a[0]}, {Key: b[0]}, {Key: b[1]}, {Key: b[2]}})
-		assert.ErrorIs(t, err, ErrRejected, "shard 1 has room for 2 of its 3")
+		_, err := h.f.DoMany(ctx, []in{{Key: a[0]}, {Key: a[1]}, {Key: a[0]}, {Key: b[0]}, {Key: b[1]}, {Key: b[2]}})
+		assert.ErrorIs(t, err, ErrRejected, "the room has 5 of its 6 left")
+		assert.ErrorContains(t, err, "6 inputs, more than the room has spare (MaxQueued 6)")
 		s := h.f.Stats()
-		assert.Equal(t, 1, s.Queued, "and shard 0 admitted none either")
-		assert.Equal(t, uint64(4), s.RejectedFull, "all four counted")
+		assert.Equal(t, 1, s.Queued, "and no shard admitted any")
+		assert.Equal(t, uint64(6), s.RejectedFull, "all six counted")
 
 		many := make(chan []int, 1)
 		go func() {
@@ -184,7 +248,7 @@ func TestDoManyOverShards(t *testing.T) {
 			many <- outs
 		}()
 		synctest.Wait()
-		assert.Equal(t, 5, h.f.Stats().Queued, "shard 0 is full, shard 1 has one left")
+		assert.Equal(t, 5, h.f.Stats().Queued, "three in shard 0, two in shard 1")
 		require.NoError(t, h.f.Flush(ctx))
 		assert.Equal(t, []int{10, 20, 30, 40}, <-many, "in order")
 		assert.Contains(t, ids(h.seen()), []int{1, 4}, "a key's inputs in slice order")
@@ -199,7 +263,7 @@ func TestDoManyOverShards(t *testing.T) {
 		cancel()
 		<-many
 		synctest.Wait()
-		assert.Equal(t, Stats{Lanes: 0, Admitted: 7, Dropped: 2, Batches: 4, Taken: 5, Rejected: 4, RejectedFull: 4}, h.f.Stats(),
+		assert.Equal(t, Stats{Lanes: 0, Admitted: 7, Dropped: 2, Batches: 4, Taken: 5, Rejected: 6, RejectedFull: 6}, h.f.Stats(),
 			"dropped from both shards")
 
 		_, err = h.f.DoMany(ctx, []in{{Key: a[0], W: math.MaxInt64}, {Key: b[0], W: 1}})

@@ -134,6 +134,7 @@ type state[K comparable, E any] struct {
 
 	held       int   // room held for inputs not yet entered: see hold
 	heldWeight int64 // and their weight; queued+held and weight+heldWeight stay within the limits
+	heavy      int64 // the whole room's weight: lim.queuedWeight unless grow changed that
 
 	seq      uint64 // last sequence handed out, for items and refs
 	closed   bool   // drained: nothing is admitted again
@@ -153,6 +154,7 @@ func newState[K comparable, E any](lim limits, origin time.Time) *state[K, E] {
 	lim.queuedWeight = cmp.Or(lim.queuedWeight, math.MaxInt64)
 	return &state[K, E]{
 		lim:       lim,
+		heavy:     lim.queuedWeight,
 		origin:    origin,
 		lanes:     make(map[K]*lane[K, E]),
 		waiting:   btree.NewG(degree, waitLess[K, E]),
@@ -221,12 +223,26 @@ func (s *state[K, E]) room(n int, total, heaviest int64) outcome {
 	switch {
 	case s.closed || s.flushing:
 		return refused
-	case heaviest > s.lim.queuedWeight || total < 0:
+	case heaviest > s.heavy || total < 0:
 		return rejectedHeavy
 	case n > s.lim.queued-s.queued-s.held || total > s.lim.queuedWeight-s.weight-s.heldWeight:
 		return rejectedFull
 	}
 	return admitted
+}
+
+// grow adds n inputs and w of weight to the room (either may be negative):
+// a shard's share of a room that several share, which it borrows and lends
+// as it needs. What is heavier than the whole room stays rejectedHeavy. The
+// room must not shrink below what waits and is held, nor pass MaxInt64.
+func (s *state[K, E]) grow(n int, w int64) {
+	s.lim.queued += n
+	s.lim.queuedWeight += w
+}
+
+// spare is the room that neither waits nor is held: inputs and weight.
+func (s *state[K, E]) spare() (int, int64) {
+	return s.lim.queued - s.queued - s.held, s.lim.queuedWeight - s.weight - s.heldWeight
 }
 
 // hold keeps room for n inputs weighing total, that room let in, so that

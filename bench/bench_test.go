@@ -263,22 +263,20 @@ func newFloor(setup) impl {
 	}
 }
 
-// newFerry is ferry's default config (one loop) but for MaxBatchSize s.batch
-// and MaxQueued s.callers.
-func newFerry(s setup) impl { return newFerryShards(s, 1) }
+// newFerry is ferry's default config (one shard per processor: 1 at
+// GOMAXPROCS 1, 2 at 2) but for MaxBatchSize s.batch and MaxQueued s.callers.
+func newFerry(s setup) impl { return newFerryShards(s, 0) }
 
-// newFerrySharded is ferry's built-in sharding with two shards: the
-// default's 4 workers split 2 and 2 (the README's way past one loop, which
-// used to be two ferries by hand).
+// newFerrySharded is ferry with two shards whatever GOMAXPROCS is (the way
+// past one loop, which used to be two ferries by hand), sharing the room and
+// the default's 4 workers.
 func newFerrySharded(s setup) impl { return newFerryShards(s, 2) }
 
-// newFerryShards is ferry with n shards. Each shard's share of the room is
-// s.callers, so that however the keys hash no caller is rejected: a room
-// split into static shares needs headroom (see the README's Shards).
+// newFerryShards is ferry with n shards, which share a room of s.callers.
 func newFerryShards(s setup, shards int) impl {
 	f, err := ferry.New(func(_ context.Context, _ int, ins []int) ([]int, error) { return echo(ins), nil },
 		ferry.Config[int, int]{Key: func(v int) int { return v & s.mask }, MaxBatchSize: s.batch,
-			MaxQueued: s.callers * shards, MaxInFlightBatches: ferry.DefaultMaxInFlightBatches, Shards: shards})
+			MaxQueued: s.callers, MaxInFlightBatches: ferry.DefaultMaxInFlightBatches, Shards: shards})
 	if err != nil {
 		panic(err)
 	}
