@@ -407,6 +407,7 @@ func TestCancelAbandoned(t *testing.T) {
 		assert.ErrorIs(t, got(t, a5).err, context.Canceled)
 		require.NoError(t, f.Close())
 		assert.Equal(t, ErrClosed, <-causes)
+		synctest.Wait()
 		assert.ErrorIs(t, got(t, a6).err, ErrClosed)
 		assert.Equal(t, uint64(7), f.Stats().Taken)
 	})

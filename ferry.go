@@ -836,7 +836,7 @@ func (f *Ferry[K, I, O]) Close() error {
 // Shutdown stops admitting inputs (Do gets ErrClosed), runs every waiting
 // input without waiting for deadlines, then closes the ferry. It blocks until
 // that is done (nil) or ctx ends (ctx's error, the shutdown going on: Close
-// ends it). With a batched call's context, from inside the call, it is an error.
+// ends it; at once if ctx had ended). From inside a batched call it is an error.
 func (f *Ferry[K, I, O]) Shutdown(ctx context.Context) error {
 	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
 		return errShutdownInCall
@@ -846,6 +846,9 @@ func (f *Ferry[K, I, O]) Shutdown(ctx context.Context) error {
 		case s.inc <- msg[K, I, O]{op: opShutdown}:
 		case <-s.done:
 		}
+	}
+	if ctx.Err() != nil { // ended before: not a coin toss with a quick shutdown
+		return ctxErr(ctx)
 	}
 	for _, s := range f.shards {
 		select {

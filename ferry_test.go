@@ -1081,6 +1081,7 @@ func TestFlushClosed(t *testing.T) {
 		require.NoError(t, h.f.Close())
 		assert.ErrorIs(t, <-flushed, ErrClosed, "closed while it waited")
 		assert.ErrorIs(t, h.f.Flush(context.Background()), ErrClosed)
+		synctest.Wait() // a's Do has its answer, but may not have run since
 		assert.ErrorIs(t, got(t, a).err, ErrClosed, "the call's cause")
 	})
 }
