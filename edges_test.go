@@ -252,7 +252,7 @@ func TestDirectCallerWaitsForItsCall(t *testing.T) {
 func TestDirectCallsMapShrinks(t *testing.T) {
 	lim := limits{batchSize: 1, queued: 1, direct: true}
 	f := &Ferry[int, int, int]{lim: lim, origin: t0}
-	l := newLoop(&shard[int, int, int]{f: f}, lim, 0)
+	l := newLoop(&shard[int, int, int]{f: f}, lim, 0, 0)
 	const n = 20_000
 	for k := range n {
 		w := &waiter[int, int, int]{key: k, weight: 1, c: make(chan result[int], 1)}

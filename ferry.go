@@ -187,7 +187,7 @@ type Ferry[K comparable, I, O any] struct {
 	shards []*shard[K, I, O] // a key's is shardOf(key)
 	seed   maphash.Seed
 	spare  chan budget   // the room no shard holds, with several: see budget
-	slots  chan struct{} // one per batch in flight, with several shards: see slot
+	slots  chan struct{} // the slots for batches no shard holds, with several: see slot
 }
 
 // New returns a running Ferry that batches inputs for call. It returns an
@@ -260,14 +260,17 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 	if n > 1 { // the shards share the room and the workers' slots
 		f.spare, f.slots = make(chan budget, 1), make(chan struct{}, workers)
 		f.spare <- budget{lim.queued, lim.queuedWeight}
+		for range workers {
+			f.slots <- struct{}{}
+		}
 	}
 	for range n {
 		s := &shard[K, I, O]{f: f, inc: make(chan msg[K, I, O], incSize), done: make(chan struct{})}
 		s.ctx, s.cancel = context.WithCancelCause(base)
 		f.shards = append(f.shards, s)
 	}
-	for _, s := range f.shards {
-		go newLoop(s, lim, workers).run()
+	for i, s := range f.shards {
+		go newLoop(s, lim, workers, share(workers, n, i)).run()
 	}
 	return f, nil
 }

@@ -114,6 +114,12 @@ var (
 	errWithdrawn = errors.New("ferry: input withdrawn")               // to a Submit whose drop came first
 )
 
+// start is a batch for worker id, sent once the wake-up has lent its room.
+type start[K comparable, I, O any] struct {
+	id int
+	j  job[K, I, O]
+}
+
 // job is a batch for a worker, and its call's context. With ack set the
 // worker sends opAnswered once it has answered the batch; an empty batch asks
 // for that alone.
@@ -200,16 +206,20 @@ type loop[K comparable, I, O any] struct {
 
 	spare chan budget // the ferry's, with several shards: see budget
 
-	slots   chan struct{} // the ferry's, with several shards: see slot
-	starved bool          // a lane is ready and a worker free, but no slot: run waits for one
-	won     bool          // run won a slot that no batch has taken yet
+	slots   chan struct{}  // the ferry's, with several shards: see slot
+	starved bool           // a lane is ready and a worker free, but no slot: run waits for one
+	held    int            // slots the shard holds, in use or not
+	flying  int            // batches in flight, each on a slot it holds
+	own     int            // its share of the slots, kept while it is busy
+	batch   []msg[K, I, O] // one wake-up's messages, with several shards: see receive
+	started []start[K, I, O]
 
 	stamps  bool          // OnBatch without a MaxBatchDelay: the loop stamps inputs, see stamp
 	stamped bool          // at is this wake-up's
 	at      time.Duration // by clock
 }
 
-func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most int) *loop[K, I, O] {
+func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own int) *loop[K, I, O] {
 	f := s.f
 	l := &loop[K, I, O]{
 		f:       f,
@@ -218,6 +228,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most int) *l
 		st:      newState[K, *waiter[K, I, O]](lim, f.origin),
 		workers: make([]worker[K, I, O], 0, most),
 		most:    most,
+		own:     own,
 		alarm:   newAlarm(),
 		directs: make(map[K]call),
 		stamps:  f.onBatch != nil && !f.stamp,
@@ -271,7 +282,7 @@ func (l *loop[K, I, O]) run() {
 		if l.alarm.armed() {
 			fire = l.alarm.t.C
 		}
-		var slot chan<- struct{}
+		var slot <-chan struct{}
 		if l.starved {
 			slot = l.slots
 		}
@@ -285,8 +296,8 @@ func (l *loop[K, I, O]) run() {
 		case <-fire:
 			l.alarm.fired()
 			l.turn(l.now())
-		case slot <- struct{}{}:
-			l.won = true
+		case <-slot:
+			l.held++
 			l.turn(l.now())
 		}
 	}
@@ -297,9 +308,21 @@ func (l *loop[K, I, O]) run() {
 func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	now := l.now()
 	l.stamped = false
-	l.handle(m, now)
-	for n := len(l.s.inc); n > 0; n-- {
-		l.handle(<-l.s.inc, now)
+	if l.spare == nil {
+		l.handle(m, now)
+		for n := len(l.s.inc); n > 0; n-- {
+			l.handle(<-l.s.inc, now)
+		}
+	} else { // read them all first, to borrow the room they ask for at once
+		l.batch = append(l.batch[:0], m)
+		for n := len(l.s.inc); n > 0; n-- {
+			l.batch = append(l.batch, <-l.s.inc)
+		}
+		l.reserve(l.batch)
+		for _, m := range l.batch {
+			l.handle(m, now)
+		}
+		clear(l.batch)
 	}
 	l.turn(now)
 }
@@ -323,7 +346,6 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			return
 		}
 		l.stamp(w)
-		l.reserve(1, w.weight)
 		o, tk := st.admit(w.key, w.weight, w.rank, w.at, now, w)
 		switch o {
 		case admitted:
@@ -490,7 +512,6 @@ func (l *loop[K, I, O]) submit(w *waiter[K, I, O], now time.Time) {
 		return
 	}
 	l.stamp(w)
-	l.reserve(1, w.weight)
 	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
 	if o != admitted {
 		w.c <- result[O]{err: l.refusal(o, 1, w.weight, 1)}
@@ -549,7 +570,6 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 		g.c <- word(i)
 		return
 	}
-	l.reserve(p.n, p.total)
 	switch r := l.st.room(p.n, p.total, p.heaviest); {
 	case r != admitted:
 		p.err = l.refusal(r, p.n, p.heaviest, len(g.ws))
@@ -643,7 +663,7 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		key, batch, _ := st.take(now, wk.bufs[wk.flip][:0])
 		wk.bufs[wk.flip] = batch
 		wk.flip ^= 1
-		l.lend() // before the batch starts: its callers may come back to another shard
+		l.flying++
 		l.tally.Batches++
 		l.tally.Taken += uint64(len(batch))
 		j := job[K, I, O]{key: key, batch: batch, ctx: l.s.ctx}
@@ -665,18 +685,22 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 				w.tk = flying(id, l.tally.Batches)
 			}
 		}
-		wk.jobs <- j
+		l.started = append(l.started, start[K, I, O]{id, j})
 	}
-	if l.won { // no lane was ready after all
-		l.won = false
-		l.unslot()
+	if !l.starved {
+		l.keep() // no lane is ready, or no worker is free
 	}
+	l.lend() // before the batches start: their callers may come back to another shard
+	for _, s := range l.started {
+		l.workers[s.id].jobs <- s.j
+	}
+	clear(l.started)
+	l.started = l.started[:0]
 	// With every worker busy, or no slot, nothing can start before a release
 	// or a slot, which wake the loop anyway; a due lane must not keep the
 	// alarm ringing meanwhile.
 	t, ok := st.earliest()
 	l.alarm.arm(t, ok && (len(l.idle) > 0 || len(l.workers) < l.most) && !l.starved, now)
-	l.lend()
 }
 
 // close drains the room, answering every waiting caller with ErrClosed, and

@@ -43,19 +43,35 @@ type budget struct {
 	w int64
 }
 
-// reserve borrows from spare what this shard lacks of room for n inputs
-// weighing w, or as much as spare has, so that the core refuses them only if
-// the shared room cannot hold them. It borrows nothing for what no room can
-// hold.
-func (l *loop[K, I, O]) reserve(n int, w int64) {
-	weighs := l.lim.queuedWeight > 0
-	if l.spare == nil || n > l.lim.queued || w < 0 || weighs && w > l.lim.queuedWeight {
-		return
+// reserve borrows from spare what this shard lacks of room for the
+// admissions among ms, one wake-up's messages, or as much as spare has, so
+// that the core refuses one only if the shared room cannot hold it. What is
+// borrowed and not used (a rejection for another reason, a direct call) goes
+// back with lend at the end of the wake-up.
+func (l *loop[K, I, O]) reserve(ms []msg[K, I, O]) {
+	var need budget
+	for _, m := range ms {
+		switch m.op {
+		case opAdmit:
+			need.n++
+			need.w = addWeight(need.w, m.w.weight)
+		case opAdmitMany, opHold:
+			switch p := &m.w.g.parts[m.worker]; {
+			case p.held: // its room is held already
+			case p.total < 0:
+				need.n, need.w = need.n+p.n, -1
+			default:
+				need.n, need.w = need.n+p.n, addWeight(need.w, p.total)
+			}
+		}
 	}
 	fn, fw := l.st.spare()
-	short := budget{n: max(0, n-fn)}
-	if weighs {
-		short.w = max(0, w-fw)
+	short := budget{n: max(0, min(need.n, l.lim.queued)-fn)}
+	if l.lim.queuedWeight > 0 { // need.w < 0: past MaxInt64, more than the room
+		if need.w < 0 {
+			need.w = l.lim.queuedWeight
+		}
+		short.w = max(0, min(need.w, l.lim.queuedWeight)-fw)
 	}
 	if short == (budget{}) {
 		return
@@ -85,21 +101,24 @@ func (l *loop[K, I, O]) lend() {
 	l.spare <- budget{b.n + back.n, b.w + back.w} // within the room's total: no wrap
 }
 
-// slot takes one of the ferry's slots for a batch, with several shards, so
-// that the batched calls in flight across them never pass MaxInFlightBatches
-// while any shard may run all of them. A shard that finds none is starved:
-// its loop then waits for one beside its inbound channel (see run), and the
-// release of a batch in any shard frees one. A slot that run won is used first.
+// slot reports whether this shard may start a batch, taking a slot from the
+// ferry's pool if it must: with several shards, a shard holds slots, each
+// good for one batch in flight, and all of them together are
+// MaxInFlightBatches, so that the batched calls in flight across shards never
+// pass it while one shard may run all of them. The pool is a channel holding
+// the slots no shard holds. A shard that finds none there is starved: its
+// loop then waits for one beside its inbound channel (see run). A shard keeps
+// the slots of its own share (own) from batch to batch while it has lanes
+// ready, so that busy shards do not pass slots back and forth; it gives back
+// one beyond its share as each batch ends, where a starved shard gets it,
+// and all it does not use once it has no lane ready (see keep).
 func (l *loop[K, I, O]) slot() bool {
-	switch {
-	case l.slots == nil:
-		return true
-	case l.won:
-		l.won = false
+	if l.slots == nil || l.flying < l.held {
 		return true
 	}
 	select {
-	case l.slots <- struct{}{}:
+	case <-l.slots:
+		l.held++
 		return true
 	default:
 		l.starved = true
@@ -107,12 +126,35 @@ func (l *loop[K, I, O]) slot() bool {
 	}
 }
 
-// unslot gives a slot back, for a batch released or one that never started.
-// The shard holds it, so slots is not empty.
+// unslot gives back the slot of a batch that ended, if the shard holds more
+// than its share. The pool never fills: no send on it blocks.
 func (l *loop[K, I, O]) unslot() {
-	if l.slots != nil {
-		<-l.slots
+	if l.slots == nil {
+		return
 	}
+	if l.flying--; l.held > l.own {
+		l.held--
+		l.slots <- struct{}{}
+	}
+}
+
+// keep gives back the slots this shard holds and does not use, once it has
+// no lane ready, for the other shards.
+func (l *loop[K, I, O]) keep() {
+	for l.slots != nil && l.held > l.flying {
+		l.held--
+		l.slots <- struct{}{}
+	}
+}
+
+// share is shard i's part of total split n ways: total/n, and one more for
+// the first total%n shards. The shares sum to total.
+func share(total, n, i int) int {
+	s := total / n
+	if i < total%n {
+		s++
+	}
+	return s
 }
 
 // shardOf returns the shard of key k.

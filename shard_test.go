@@ -48,6 +48,18 @@ func TestShardCount(t *testing.T) {
 	f.Close()
 }
 
+func TestShare(t *testing.T) {
+	for _, tc := range []struct{ total, n int }{{10, 3}, {3, 3}, {7, 2}, {math.MaxInt, 7}} {
+		sum := 0
+		for i := range tc.n {
+			s := share(tc.total, tc.n, i)
+			assert.GreaterOrEqual(t, s, tc.total/tc.n)
+			sum += s
+		}
+		assert.Equal(t, tc.total, sum, "the shares of %d over %d sum to it", tc.total, tc.n)
+	}
+}
+
 func TestStatsAddSaturates(t *testing.T) {
 	s := Stats{Queued: 1, Weight: math.MaxInt64 - 1, Admitted: 2, RejectedFull: 3}
 	s.add(Stats{Queued: 2, Weight: 5, Admitted: 1, RejectedFull: 1, OnBatchPanics: 1})
