@@ -74,9 +74,9 @@ var impls = []struct {
 // BenchmarkDo is the README's headline workload: 16 keys, batch 64, 1024
 // closed-loop callers, each fixed to one key. Besides drive's figures it
 // reports rejected/op, the fraction of Do calls rejected: the room is exactly
-// the callers, so it is 0 unless a shard's share of the room is smaller than
-// the callers of its keys, and the figures of a row where it is not 0 are
-// not comparable with the others (a rejected call is not an input answered).
+// the callers, so it is 0 unless the shards' shared room rejects where one
+// loop would not, and the figures of a row where it is not 0 are not
+// comparable with the others (a rejected call is not an input answered).
 func BenchmarkDo(b *testing.B) {
 	for _, im := range impls {
 		b.Run("impl="+im.name, func(b *testing.B) {
@@ -515,8 +515,8 @@ func newFerryScaled(s setup) impl {
 // callers each at batch 8 and 64), caller c fixed to key c % K. Each batcher
 // gets the same callers; the floor does no batching. Besides drive's figures
 // it reports rejected/op, the fraction of Do calls rejected (ErrRejected): the
-// room is exactly the callers, so a shard whose keys hold more callers than
-// its share of the room rejects some. A rejected call counts as a turn, not
+// room is exactly the callers, so it is 0 unless the shards' shared room
+// rejects where one loop would not. A rejected call counts as a turn, not
 // as an input answered. With -short only keys=16/batch=1 runs.
 func BenchmarkScale(b *testing.B) {
 	for _, k := range []int{16, 1024, 65536} {
@@ -537,13 +537,13 @@ func BenchmarkScale(b *testing.B) {
 }
 
 // BenchmarkSkew measures what a skewed key distribution does to rejections
-// when the room is split over shards: a fixed room (MaxQueued 1024, 4
+// when the room is shared by shards: a fixed room (MaxQueued 1024, 4
 // workers, batch 64) through a call that sleeps 50µs per batch, so that the
 // room fills, and closed-loop callers each drawing a key per call from 1024
 // keys, Zipf with s=1.1 (key 0 takes 18% of calls, key 1 8%) or uniform as
 // the control, through Shards 1, 2 and 4. There are 1024 callers, as many as
 // the room, so that one shard never rejects and what shards reject is what
-// their split costs; and 2048, twice the room, an overload. A rejected caller
+// sharing the room costs; and 2048, twice the room, an overload. A rejected caller
 // waits 50µs, the call's own time, before it calls again: callers that call
 // again at once make the fraction rejected a measure of how fast the loop
 // rejects (98% of calls). Go sleeps at least 50µs, and about 1ms on an idle
