@@ -210,7 +210,7 @@ type loop[K comparable, I, O any] struct {
 	starved bool           // a lane is ready and a worker free, but no slot: run waits for one
 	held    int            // slots the shard holds, in use or not
 	flying  int            // batches in flight, each on a slot it holds
-	own     int            // its share of the slots, kept while it is busy
+	own     int            // its share of the slots: see slot
 	batch   []msg[K, I, O] // one wake-up's messages, with several shards: see receive
 	started []start[K, I, O]
 
@@ -687,9 +687,7 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		}
 		l.started = append(l.started, start[K, I, O]{id, j})
 	}
-	if !l.starved {
-		l.keep() // no lane is ready, or no worker is free
-	}
+	l.keep() // none unused if starved; else no lane is ready, or no worker is free
 	l.lend() // before the batches start: their callers may come back to another shard
 	for _, s := range l.started {
 		l.workers[s.id].jobs <- s.j

@@ -29,11 +29,13 @@ type shard[K comparable, I, O any] struct {
 // ferry share its room: what no shard holds is in spare, a channel of one
 // budget that a loop empties, changes and fills again at once, so that no one
 // blocks on it for longer than that. A shard's core room is what it holds:
-// before an admission it borrows what it lacks for it (reserve), and it gives
-// back all it holds spare once inputs have left, before their batch starts,
-// and at the end of each wake-up (lend). So the shards never hold more than
-// the configured room between them, and a shard rejects only when the room
-// is full: but for room another shard is moving at that instant, as one loop
+// as a wake-up starts it borrows, in one go, what it lacks for the
+// admissions among its messages (reserve), and as the wake-up ends, before
+// the batches it took start, it gives back all it holds spare (lend). So the
+// shards never hold more than the configured room between them, and a shard
+// rejects only when the room is full: but for room another shard holds
+// within a wake-up in progress (borrowed for an admission it then claimed
+// for a direct call or refused, or freed by a batch it took), as one loop
 // would have ordered the two. Borrowing ahead would save channel operations
 // and break that: a room sized for exactly its callers would reject some.
 // A weight with no limit (MaxQueuedWeight 0) is not shared: every shard's
@@ -107,11 +109,11 @@ func (l *loop[K, I, O]) lend() {
 // MaxInFlightBatches, so that the batched calls in flight across shards never
 // pass it while one shard may run all of them. The pool is a channel holding
 // the slots no shard holds. A shard that finds none there is starved: its
-// loop then waits for one beside its inbound channel (see run). A shard keeps
-// the slots of its own share (own) from batch to batch while it has lanes
-// ready, so that busy shards do not pass slots back and forth; it gives back
-// one beyond its share as each batch ends, where a starved shard gets it,
-// and all it does not use once it has no lane ready (see keep).
+// loop then waits for one beside its inbound channel (see run). As a batch
+// ends, a shard keeps its slot if it holds no more than its own share (own),
+// so that busy shards do not pass slots back and forth, and else gives it
+// back, where a starved shard gets it; at the end of each turn it gives back
+// the slots it holds and does not use (see keep).
 func (l *loop[K, I, O]) slot() bool {
 	if l.slots == nil || l.flying < l.held {
 		return true
@@ -138,8 +140,8 @@ func (l *loop[K, I, O]) unslot() {
 	}
 }
 
-// keep gives back the slots this shard holds and does not use, once it has
-// no lane ready, for the other shards.
+// keep gives back the slots this shard holds and does not use, at the end of
+// each turn, for the other shards.
 func (l *loop[K, I, O]) keep() {
 	for l.slots != nil && l.held > l.flying {
 		l.held--

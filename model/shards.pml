@@ -1,0 +1,444 @@
+/*
+ * shards.pml: a SPIN model of how the shards of one ferry share its two
+ * bounds, the room (spare) and the workers' slots (the pool), as shard.go and
+ * loop.go implement them: loop.run, receive, handle's opAdmit and opRelease,
+ * turn, idler; reserve, lend, slot, unslot, keep, share. Nothing else of the
+ * ferry is here: see ferry.pml for one loop's protocol, and README.md.
+ *
+ * Processes and the Go code they stand for:
+ *   loop     loop.run, receive, handle (opAdmit: state.join's room check;
+ *            opRelease: unslot), turn, idler, reserve, lend, slot, keep
+ *   worker   Ferry.work: the call, then opRelease, then the answer
+ *   caller   Ferry.Do: one opAdmit, then its one answer (or a rejection)
+ *
+ * Configuration (-D on spin's command line):
+ *   NW      MaxInFlightBatches: the slots (default 2; New wants NW >= 2 for
+ *           two shards). Shard 0's share is (NW+1)/2, shard 1's NW/2.
+ *   TOTAL   MaxQueued: the room (default 2)
+ *   AGAIN=1 caller 0, once answered, makes a second Do on shard 1
+ *   C0, C1  callers of shard 0 and of shard 1 (default 2 each), each
+ *           admitting one input
+ *   MUT_*   one mutation each; see README.md
+ *
+ * Properties (assertions, invalid end states; ltl live under weak fairness):
+ *   the room is conserved: spare + every core's room is MaxQueued whenever no
+ *   loop holds spare, and with the amount a loop holds when one does
+ *   (ROOMOK); the inputs waiting across shards never pass MaxQueued; a
+ *   rejection only when the room is full, but for room a loop has freed by
+ *   taking batches that have not started (rejok), and never with a room as
+ *   large as the callers; the slots are conserved (SLOTSOK) and the calls in
+ *   flight never pass MaxInFlightBatches; a loop starves only when every
+ *   slot is in flight, but for slots held by a loop in a wake-up (starveok);
+ *   a loop parked below its share gets the slot of the next batch to end
+ *   beyond a share (shareok); no deadlock; at the end the whole room is in
+ *   spare and every slot in the pool; every caller is answered (live).
+ */
+
+#ifndef NW
+#define NW 2
+#endif
+#ifndef TOTAL
+#define TOTAL 2
+#endif
+#ifndef C0
+#define C0 2
+#endif
+#ifndef C1
+#define C1 2
+#endif
+#ifndef AGAIN
+#define AGAIN 0
+#endif
+
+#define NS    2                 /* shards: loops */
+#define NCALL (C0 + C1)         /* callers: 0 to C0-1 are shard 0's, the rest shard 1's */
+#define SHARD(c) (((c) < C0) -> 0 : 1)
+#define N1 (C1 + AGAIN)          /* inputs shard 1 may have at once */
+#if C0 < C1 + AGAIN
+#define CMAX N1
+#else
+#define CMAX C0
+#endif
+#define INCSZ (CMAX + NW)       /* s.inc: its admissions and releases never fill it */
+#define OWN(s) (((s) == 0) -> (NW + 1) / 2 : NW / 2)  /* share(NW, 2, s) */
+#define MAXC  6                 /* pend's size, for the ltl claim */
+
+#define ADM 1                   /* opAdmit of caller c */
+#define REL 2                   /* opRelease from a worker */
+#define ANSWER   1              /* a caller's answer: its call's */
+#define REJECTED 2              /* or ErrRejected, the room being full */
+
+chan inc[NS] = [INCSZ] of { byte, byte }; /* s.inc: op, caller */
+chan jobs[NS] = [NW] of { byte };          /* the shard's workers' jobs: a batch is one caller's input */
+chan rep[NCALL] = [1] of { byte };         /* each caller's w.c */
+chan spare = [1] of { byte };              /* f.spare: the room no shard holds */
+chan slots = [NW] of { bit };              /* f.slots: the pool, the slots no shard holds */
+
+/* ---- each loop's own state (loop.go, the core's room in state.go) ---- */
+byte cap[NS];       /* st.lim.queued: the room the shard holds (grow) */
+byte q[NS];         /* st.queued: inputs waiting */
+byte qa[NS*CMAX];    /* the waiting inputs, in order: callers */
+byte idle[NS];      /* len(l.idle), counting workers not yet started as idle */
+byte held[NS];      /* l.held: slots the shard holds */
+byte flying[NS];    /* l.flying: its batches in flight */
+bool starved[NS];   /* l.starved */
+/* ---- what Go's runtime knows: where a loop is, what it was handed ---- */
+bool awake[NS];     /* in a wake-up, from its receive (or slot) to its jobs'
+                     * start; else at its select in run */
+bit  gift[NS];      /* a slot handed to the loop's parked select (see give) */
+
+/* ---- ghosts: observers only, never read by the protocol ---- */
+byte fly;           /* calls in flight, across shards */
+byte mvr[NS];       /* room freed by this turn's takes whose batches have not started */
+bit  pend[MAXC];    /* caller c's input is admitted and not yet answered */
+byte ndone;         /* callers that have their answer */
+byte nrej;          /* rejections */
+
+/* the room: all of it is in spare, in a core, or in the hands of the one
+ * loop that holds spare (x) */
+#define ROOMOK(x) ((x) + cap[0] + cap[1] == TOTAL)
+/* the slots: all of them are in the pool or held by a shard, and a shard's
+ * batches in flight have slots it holds */
+#define SLOTSOK (len(slots) + held[0] + held[1] + gift[0] + gift[1] == NW && \
+                 flying[0] <= held[0] && flying[1] <= held[1])
+
+/* loop s is parked in its select, starved: nothing it waits on is ready;
+ * ACTIVE is its negation (Promela cannot negate empty). Go's runtime
+ * decides by it (see give). */
+#ifndef MUT_NO_STARVED_CASE
+#define PARKED(s) (!awake[s] && starved[s] && empty(inc[s]) && empty(slots) && !gift[s])
+#define ACTIVE(s) (awake[s] || !starved[s] || nempty(inc[s]) || nempty(slots) || gift[s])
+#else
+#define PARKED(s) false
+#define ACTIVE(s) true
+#endif
+
+/* a slot goes back to the pool (l.slots <- struct{}{}, never blocking): a
+ * send on a channel that a parked select waits on hands the value to that
+ * select, which then returns with it, as Go's runtime does; else it is
+ * buffered, and any loop may take it */
+inline give() {
+	if
+	:: PARKED(1-i) -> gift[1-i] = 1
+	:: ACTIVE(1-i) -> slots!1
+	fi
+}
+
+/* at the end of a batch of loop i: the other loop, if it waits for a slot
+ * below its share, gets one now (from a loop beyond its share, then): a
+ * starved loop gets a slot within one batch of the loops using its share */
+inline wasbelow() {
+	if
+	:: PARKED(1-i) && held[1-i] < OWN(1-i) -> below = 1
+	:: ACTIVE(1-i) || held[1-i] >= OWN(1-i) -> skip
+	fi
+}
+inline shareok() {
+	assert(!below || gift[1-i]); below = 0
+}
+
+/* a rejection: the room is full, but for room another loop has freed by
+ * taking batches that have not started yet (their callers cannot have come
+ * back); a room as large as its callers never rejects */
+inline rejok() {
+	assert(TOTAL < NCALL);
+	assert(q[0] + q[1] + mvr[0] + mvr[1] == TOTAL);
+	nrej++
+}
+
+/* loop i starves: every slot is in flight, but for slots held by a loop in
+ * the middle of a wake-up (which uses them, or gives them back, before it
+ * sleeps) */
+inline starveok() {
+	assert(len(slots) == 0 && held[i] == flying[i]);
+	assert(held[1-i] == flying[1-i] || awake[1-i])
+}
+
+/* handle(opAdmit): the core admits c if the room it holds has space
+ * (state.join, room), else rejects it */
+inline admit1() {
+	if
+	:: cap[i] > q[i] ->
+		qa[i*CMAX + q[i]] = c; q[i]++; pend[c] = 1;
+		assert(q[0] + q[1] <= TOTAL)                 /* (a) the room across shards */
+	:: else ->
+		rejok();
+		assert(empty(rep[c])); rep[c]!REJECTED
+	fi
+}
+
+/* unslot: the shard's batch has ended; a slot beyond its share goes back */
+inline unslot() {
+#if defined(MUT_NO_UNSLOT) || defined(MUT_NO_SLOT)
+	skip                                             /* MUTATION */
+#else
+	wasbelow();
+	assert(flying[i] > 0);
+	flying[i]--;
+#ifndef MUT_UNSLOT_KEEPS
+	if
+	:: held[i] > OWN(i) -> held[i]--; give()         /* the pool never fills */
+	:: else -> skip
+	fi;
+#endif
+	shareok();
+	assert(SLOTSOK)
+#endif
+}
+
+/* handle every message of the wake-up, in order; then turn begins */
+inline handleAll() {
+	k = 0;
+	do
+	:: k < nb ->
+		c = bc[k];
+		if
+		:: bop[k] == ADM -> admit1()
+		:: bop[k] == REL -> unslot(); idle[i]++
+		fi;
+		bop[k] = 0; bc[k] = 0; k++
+	:: else -> break
+	od;
+	assert(cap[i] >= q[i]);
+	k = 0; c = 0; nb = 0; need = 0;
+	starved[i] = 0                                   /* turn */
+}
+
+/* state.take of the first waiting input (batches of one), on an idle worker */
+inline take() {
+	c = qa[i*CMAX];
+	k = 0;
+	do
+	:: k + 1 < q[i] -> qa[i*CMAX + k] = qa[i*CMAX + k + 1]; k++
+	:: else -> break
+	od;
+	qa[i*CMAX + k] = 0; k = 0;
+	q[i]--; idle[i]--;
+#ifndef MUT_NO_SLOT
+	flying[i]++;
+#endif
+	stl[ns] = c; ns++; c = 0;                        /* l.started */
+	mvr[i]++;
+	assert(SLOTSOK)
+}
+
+/* keep: the slots the shard holds and does not use go back to the pool */
+inline keep() {
+#ifndef MUT_NO_KEEP
+	do
+	:: held[i] > flying[i] -> held[i]--; give()
+	:: else -> break
+	od;
+#endif
+	assert(SLOTSOK)
+}
+
+/* the batches taken start: their jobs go to the shard's workers */
+inline startJobs() {
+	k = 0;
+	do
+	:: k < ns -> assert(nfull(jobs[i])); jobs[i]!stl[k]; stl[k] = 0; k++
+	:: else -> break
+	od;
+	k = 0; ns = 0; mvr[i] = 0; awake[i] = 0
+}
+
+proctype loop(byte i) {
+	byte bop[INCSZ], bc[INCSZ];  /* l.batch: one wake-up's messages */
+	byte stl[NW];               /* l.started: the jobs of the batches taken */
+	byte nb, ns, k, c, need, lack, b, got, back;
+	bit below;
+end_l:
+	/* run: the select; the pool is in it only while the shard is starved */
+	if
+	:: atomic {
+		!gift[i] && nempty(inc[i]) ->
+		inc[i]?bop[0], bc[0];                    /* receive: read them all first */
+		awake[i] = 1;
+		nb = 1;
+		do
+		:: nempty(inc[i]) -> inc[i]?bop[nb], bc[nb]; nb++
+		:: empty(inc[i]) -> break
+		od;
+		/* reserve: what the core lacks for the wake-up's admissions */
+		k = 0;
+		do
+		:: k < nb -> need = need + (bop[k] == ADM); k++
+		:: else -> break
+		od;
+		k = 0;
+		lack = ((need < TOTAL -> need : TOTAL) > cap[i] - q[i] ->
+		         (need < TOTAL -> need : TOTAL) - (cap[i] - q[i]) : 0);
+#ifdef MUT_BORROW_AHEAD
+		if
+		:: lack > 0 -> lack++                  /* MUTATION: one ahead */
+		:: else -> skip
+		fi;
+#endif
+		if
+		:: lack == 0 -> handleAll()
+		:: else -> skip
+		fi
+	   };
+		if
+		:: lack > 0 ->
+			atomic { spare?b -> assert(ROOMOK(b)) };   /* b := <-l.spare */
+			atomic {
+				got = (b < lack -> b : lack);
+				spare!b - got;                   /* l.spare <- ...: no loop holds it now */
+				cap[i] = cap[i] + got;           /* grow */
+				assert(ROOMOK(b - got));
+				b = 0; got = 0; lack = 0;
+				handleAll()
+			}
+		:: else -> skip
+		fi
+#ifndef MUT_NO_STARVED_CASE
+	:: atomic {                                  /* case <-slot: */
+		starved[i] && !gift[i] && nempty(slots) ->
+		slots?_; held[i]++;
+		awake[i] = 1; starved[i] = 0;
+		assert(SLOTSOK)
+	   }
+	:: atomic {                                  /* the same, handed to it parked */
+		gift[i] ->
+		gift[i] = 0; held[i]++;
+		awake[i] = 1; starved[i] = 0;
+		assert(SLOTSOK)
+	   }
+#endif
+	fi;
+
+	/* turn: a batch on each idle worker while a lane is ready */
+	do
+#if defined(MUT_NO_SLOT)
+	:: atomic { q[i] > 0 && idle[i] > 0 -> take() }   /* MUTATION: l.slots nil, as with one shard */
+#elif defined(MUT_IGNORE_HELD)
+	:: atomic {                                  /* MUTATION: slot ignores the slots it holds */
+		q[i] > 0 && idle[i] > 0 && nempty(slots) ->
+		slots?_; held[i]++; take()
+	   }
+	:: atomic { q[i] > 0 && idle[i] > 0 && empty(slots) -> starved[i] = 1; starveok(); break }
+#else
+	:: atomic { q[i] > 0 && idle[i] > 0 && flying[i] < held[i] -> take() }  /* slot: one it holds */
+	:: atomic {
+		q[i] > 0 && idle[i] > 0 && flying[i] == held[i] && nempty(slots) ->
+		slots?_; held[i]++; take()               /* slot: one from the pool */
+	   }
+	:: atomic {                                  /* slot: none, starved */
+		q[i] > 0 && idle[i] > 0 && flying[i] == held[i] && empty(slots) ->
+		starved[i] = 1; starveok();
+#ifndef MUT_KEEP_UNLESS_STARVED
+		keep();                                  /* turn calls keep starved or not */
+#endif
+		break
+	   }
+#endif
+	:: atomic { q[i] == 0 || idle[i] == 0 -> keep(); break }  /* no lane ready, or no worker free */
+	od;
+
+	/* lend, then the batches start */
+#ifdef MUT_JOBS_BEFORE_LEND
+	atomic { startJobs() };                          /* MUTATION: the batches start first */
+#endif
+#ifndef MUT_NO_LEND
+	if
+	:: atomic {
+		cap[i] > q[i] && nempty(spare) ->
+		spare?b;                                     /* b := <-l.spare */
+		back = cap[i] - q[i]; cap[i] = q[i];         /* grow(-back) */
+		assert(ROOMOK(b + back))
+	   };
+	   atomic {
+		spare!b + back;
+		assert(ROOMOK(b + back));
+		b = 0; back = 0;
+		startJobs()
+	   }
+	:: atomic { cap[i] == q[i] -> startJobs() }
+	fi;
+#else
+	atomic { startJobs() };                          /* MUTATION: lend never called */
+#endif
+	goto end_l
+}
+
+proctype worker(byte i) {
+	byte c;
+end_w:
+	do
+	:: atomic { jobs[i]?c -> fly++; assert(fly <= NW) }  /* (b) batches in flight across shards */
+		atomic {                                     /* the call returns: release, then answer */
+			fly--;
+			assert(nfull(inc[i])); inc[i]!REL, 0;
+			assert(pend[c] && empty(rep[c]));
+			pend[c] = 0; rep[c]!ANSWER; c = 0
+		}
+	od
+}
+
+proctype caller(byte c) {
+	byte r;
+	assert(nfull(inc[SHARD(c)]));
+	inc[SHARD(c)]!ADM, c;
+#if AGAIN
+	if
+	:: c == 0 ->                                 /* a second Do, on the other shard, */
+		rep[c]?r;                                /* once the first is answered */
+		if
+		:: r == ANSWER -> assert(nfull(inc[1])); inc[1]!ADM, c
+		:: else -> ndone++; goto out             /* rejected: no second */
+		fi
+	:: else -> skip
+	fi;
+#endif
+	atomic { rep[c]?r -> ndone++; r = 0 }
+#if AGAIN
+	;
+out:
+	skip
+#endif
+}
+
+init {
+	byte k;
+	atomic {
+		spare!TOTAL;                                 /* New: the whole room in spare */
+		k = 0;
+		do
+		:: k < NW -> slots!1; k++                    /* and every slot in the pool */
+		:: else -> break
+		od;
+		idle[0] = NW; idle[1] = NW;
+		run loop(0); run loop(1);
+		k = 0;
+		do
+		:: k < NW && k < C0 -> run worker(0); k++      /* Go's most is NW, but no */
+		:: else -> break                              /* shard has more batches */
+		od;                                           /* than callers */
+		k = 0;
+		do
+		:: k < NW && k < N1 -> run worker(1); k++
+		:: else -> break
+		od;
+		k = 0;
+		do
+		:: k < NCALL -> run caller(k); k++
+		:: else -> break
+		od;
+		k = 0
+	}
+	ndone == NCALL;                                  /* (c) every caller has its answer */
+	timeout;                                         /* and nothing moves any more */
+	atomic {
+		spare?<k>;
+		assert(k == TOTAL && cap[0] == 0 && cap[1] == 0 && q[0] == 0 && q[1] == 0);
+		assert(len(slots) == NW && held[0] == 0 && held[1] == 0 && flying[0] == 0 && flying[1] == 0);
+		assert(fly == 0 && !starved[0] && !starved[1] && idle[0] == NW && idle[1] == NW);
+		assert(empty(inc[0]) && empty(inc[1]) && empty(jobs[0]) && empty(jobs[1]));
+		assert(!awake[0] && !awake[1] && mvr[0] == 0 && mvr[1] == 0 && !gift[0] && !gift[1])
+	}
+}
+
+/* ---- liveness, checked with pan -a -f ---- */
+ltl live { <> (ndone == NCALL) }
