@@ -1070,6 +1070,67 @@ func TestFlushWaitsForCallsInFlight(t *testing.T) {
 	})
 }
 
+// A Flush that comes while another's round is in progress gets the next
+// round, which starts as the first ends. On a shard that has started no
+// worker (every call so far was direct) no ping's answer wakes the loop
+// afterwards: the round must end at once if it has nothing to wait for, and
+// make what waits due at once if it has.
+func TestQueuedFlushOnAShardWithNoWorker(t *testing.T) {
+	t.Run("nothing to wait for", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t, Config[string, in]{DirectCalls: true}, true)
+			defer h.f.Close()
+			ctx := context.Background()
+			a := h.do(ctx, in{Key: "a", ID: 1}) // a direct call, held
+			synctest.Wait()
+			first, second := make(chan error, 1), make(chan error, 1)
+			go func() { first <- h.f.Flush(ctx) }()
+			synctest.Wait()
+			go func() { second <- h.f.Flush(ctx) }()
+			synctest.Wait()
+			assert.Empty(t, first)
+			assert.Empty(t, second)
+			h.hold <- struct{}{}
+			synctest.Wait()
+			got(t, a)
+			require.Len(t, first, 1)
+			assert.NoError(t, <-first)
+			require.Len(t, second, 1, "its round had nothing to wait for")
+			assert.NoError(t, <-second)
+			assert.Zero(t, time.Since(h.start))
+		})
+	})
+	t.Run("an input waiting for its deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour}, false)
+			defer h.f.Close()
+			ctx := context.Background()
+			slow := make(chan struct{})
+			cctx, cancel := context.WithCancel(ctx)
+			require.NoError(t, h.f.Submit(cctx, in{Key: "a", ID: 1}, func(int, error) { <-slow }))
+			synctest.Wait()
+			cancel() // dropped: its done runs, and blocks; the first round waits for it
+			synctest.Wait()
+			first, second := make(chan error, 1), make(chan error, 1)
+			go func() { first <- h.f.Flush(ctx) }()
+			synctest.Wait()
+			b := h.do(ctx, in{Key: "b", ID: 2}) // after the first Flush: the second waits for it
+			synctest.Wait()
+			go func() { second <- h.f.Flush(ctx) }()
+			synctest.Wait()
+			assert.Empty(t, first)
+			close(slow)
+			synctest.Wait()
+			require.Len(t, first, 1)
+			assert.NoError(t, <-first)
+			assert.Equal(t, answer{20, nil}, got(t, b), "the second round made b due at once")
+			require.Len(t, second, 1)
+			assert.NoError(t, <-second)
+			assert.Zero(t, time.Since(h.start))
+		})
+	})
+}
+
 func TestFlushClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{}, true)

@@ -324,6 +324,7 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 		}
 		clear(l.batch)
 	}
+	l.settle() // before turn: a round it starts has made lanes due
 	l.turn(now)
 }
 
@@ -634,17 +635,20 @@ func (l *loop[K, I, O]) flush() {
 	l.st.hurry()
 }
 
-// settle ends the round once it has nothing left, and starts the next.
+// settle ends the round once it has nothing left, and starts the next. Only
+// messages count a round down, so it runs once a wake-up has handled them,
+// before its turn: the next round may have nothing left (it ends at once) or
+// lanes it made due, and a shard may have no worker to ping, whose answer
+// would wake the loop again.
 func (l *loop[K, I, O]) settle() {
-	if l.round == nil || l.round.left > 0 {
-		return
-	}
-	for _, tell := range l.round.replies {
-		tell(nil)
-	}
-	l.round = nil
-	if len(l.flushers) > 0 && !l.closing {
-		l.flush()
+	for l.round != nil && l.round.left == 0 {
+		for _, tell := range l.round.replies {
+			tell(nil)
+		}
+		l.round = nil
+		if len(l.flushers) > 0 && !l.closing {
+			l.flush()
+		}
 	}
 }
 
@@ -743,7 +747,6 @@ func (l *loop[K, I, O]) close() {
 // its workers; once they have gone, done is closed.
 func (l *loop[K, I, O]) end() bool {
 	st := l.st
-	l.settle()
 	if st.flushing && st.idle() {
 		l.close()
 	}
