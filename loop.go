@@ -213,6 +213,7 @@ type loop[K comparable, I, O any] struct {
 	own     int            // its share of the slots: see slot
 	batch   []msg[K, I, O] // one wake-up's messages, with several shards: see receive
 	started []start[K, I, O]
+	freed   []freed[K, I, O] // words on room freed, with several shards: see free
 
 	stamps  bool          // OnBatch without a MaxBatchDelay: the loop stamps inputs, see stamp
 	stamped bool          // at is this wake-up's
@@ -372,7 +373,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		if _, ok := st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
 			l.tally.Dropped++
 			l.count(w.tk.seq <= l.flushed())
-			w.c <- result[O]{err: errDropped} // it had no answer: w.c is empty
+			l.free(freed[K, I, O]{c: w.c, r: result[O]{err: errDropped}}) // w.c is empty: it had no answer
 			return
 		}
 		l.gaveUp(w)
@@ -393,7 +394,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 				l.gaveUp(w)
 			}
 		}
-		g.c <- word(m.worker)
+		l.free(freed[K, I, O]{g: g, i: m.worker})
 	case opStart:
 		if l.closing {
 			go m.cancel(ErrClosed) // see close
@@ -535,7 +536,7 @@ func (l *loop[K, I, O]) withdraw(w *waiter[K, I, O], now time.Time) {
 		l.drops++
 		w.i = int(l.drops)
 		l.notify++
-		w.drop <- result[O]{err: errDropped}
+		l.free(freed[K, I, O]{c: w.drop, r: result[O]{err: errDropped}})
 	default:
 		l.gaveUp(w)
 		w.drop <- result[O]{err: errKept}
@@ -568,7 +569,7 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 		p.held = false
 	}
 	if o == opUnhold {
-		g.c <- word(i)
+		l.free(freed[K, I, O]{g: g, i: i})
 		return
 	}
 	switch r := l.st.room(p.n, p.total, p.heaviest); {
@@ -692,7 +693,12 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		l.started = append(l.started, start[K, I, O]{id, j})
 	}
 	l.keep() // none unused if starved; else no lane is ready, or no worker is free
-	l.lend() // before the batches start: their callers may come back to another shard
+	l.lend() // before the batches start and drops are told: their callers may come back to another shard
+	for _, x := range l.freed {
+		x.send()
+	}
+	clear(l.freed)
+	l.freed = l.freed[:0]
 	for _, s := range l.started {
 		l.workers[s.id].jobs <- s.j
 	}

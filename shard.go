@@ -103,6 +103,36 @@ func (l *loop[K, I, O]) lend() {
 	l.spare <- budget{b.n + back.n, b.w + back.w} // within the room's total: no wrap
 }
 
+// freed is the loop's word on room that a drop or an unhold freed: a
+// result on c, or else word(i) on g.c.
+type freed[K comparable, I, O any] struct {
+	c chan result[O]
+	r result[O]
+	g *group[K, I, O]
+	i int32
+}
+
+func (x freed[K, I, O]) send() {
+	if x.g != nil {
+		x.g.c <- word(x.i)
+	} else {
+		x.c <- x.r
+	}
+}
+
+// free sends x, a word on room freed, at once with one shard; with several,
+// once the wake-up has lent that room (see lend), as the batches it took start,
+// so that the caller, who may ask another shard for room as soon as it has
+// the word, finds it there, as it would in one loop. Until then the room
+// stays with this shard, for the admissions among the wake-up's messages.
+func (l *loop[K, I, O]) free(x freed[K, I, O]) {
+	if l.spare == nil {
+		x.send()
+		return
+	}
+	l.freed = append(l.freed, x)
+}
+
 // slot reports whether this shard may start a batch, taking a slot from the
 // ferry's pool if it must: with several shards, a shard holds slots, each
 // good for one batch in flight, and all of them together are

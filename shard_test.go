@@ -283,3 +283,51 @@ func TestDoManyOverShards(t *testing.T) {
 		assert.Equal(t, 0, h.f.Stats().Queued)
 	})
 }
+
+// A drop frees room, and its caller, once told, may ask another shard for
+// that room at once, as it could ask one loop: so with several shards the
+// word on a drop goes out only once the wake-up has lent the room. The test
+// stops the loop inside the wake-up that handles the drop (an opStats whose
+// reply no one reads yet) and looks: the caller may not have its word while
+// the room is not back in spare.
+func TestDropIsToldOnceItsRoomIsLent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 1, MaxBatchDelay: time.Hour}, false)
+		defer h.f.Close()
+		s := h.f.shardOf("a")
+		ctx, cancel := context.WithCancel(context.Background())
+		a := h.do(ctx, in{Key: "a", ID: 1})
+		synctest.Wait() // a waits, and its shard holds the whole room
+		spare := func() budget { b := <-h.f.spare; h.f.spare <- b; return b }
+		assert.Equal(t, budget{}, spare())
+
+		first, second := make(chan Stats), make(chan Stats)
+		s.inc <- msg[string, in, int]{op: opStats, stats: first}
+		synctest.Wait() // the loop waits to give its first reply
+		cancel()
+		synctest.Wait() // a's Do has asked for its drop
+		s.inc <- msg[string, in, int]{op: opStats, stats: second}
+		<-first // the next wake-up reads the drop and the second opStats together
+		synctest.Wait()
+		assert.Empty(t, a, "told of its drop before the wake-up has lent its room")
+		assert.Equal(t, budget{}, spare())
+		<-second
+		synctest.Wait()
+		assert.ErrorIs(t, got(t, a).err, context.Canceled)
+		assert.Equal(t, budget{n: 1}, spare(), "the room a left is back for every shard")
+		b := h.do(context.Background(), in{Key: keysIn(h, 1-shardIndex(h, s), 1)[0], ID: 2})
+		synctest.Wait()
+		assert.Equal(t, 1, h.f.Stats().Queued, "the other shard admits b")
+		pending(t, b)
+	})
+}
+
+// shardIndex is the index of s among h's shards.
+func shardIndex(h *harness, s *shard[string, in, int]) int {
+	for i, x := range h.f.shards {
+		if x == s {
+			return i
+		}
+	}
+	panic("no such shard")
+}
