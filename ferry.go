@@ -502,7 +502,10 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 	}
 	g.outs = make([]O, len(ins))
 	g.left <- len(ins)
-	got, err := g.admit()
+	if len(g.parts) > 1 && f.never(g, total) {
+		g.merge(total)
+	}
+	got, err := g.admit(f, total)
 	if err != nil {
 		<-g.left      // nothing was admitted: no one else holds it
 		f.putGroup(g) // unless a shard may yet answer into it
@@ -550,20 +553,24 @@ func (g *group[K, I, O]) join(w *waiter[K, I, O], s *shard[K, I, O]) {
 	p.total = addWeight(p.total, w.weight)
 }
 
-// admit admits all of g's inputs or none. With one part it is one message.
-// With several, each shard first holds room for its part, and once all have,
-// lets its part in; the inputs of a part whose shard closed in between are
-// answered ErrClosed here, and admit returns how many, for g.answered.
-func (g *group[K, I, O]) admit() (int, error) {
+// admit admits all of g's inputs, weighing total, or none. With one part it
+// is one message. With several, their room is taken from the shards' shared
+// budget in one step (borrow), or, if that lacks it, each shard first holds
+// room for its part; then each shard lets its part in. The inputs of a part
+// whose shard closed in between are answered ErrClosed here, and admit
+// returns how many, for g.answered.
+func (g *group[K, I, O]) admit(f *Ferry[K, I, O], total int64) (int, error) {
 	if len(g.parts) == 1 {
 		return 0, g.ask(0, opAdmitMany)
 	}
-	for i := range g.parts {
-		if err := g.ask(i, opHold); err != nil {
-			for j := range i {
-				_ = g.ask(j, opUnhold) // a shard that ended holds nothing
+	if !f.borrow(g, total) {
+		for i := range g.parts {
+			if err := g.ask(i, opHold); err != nil {
+				for j := range i {
+					_ = g.ask(j, opUnhold) // a shard that ended holds nothing
+				}
+				return 0, err
 			}
-			return 0, err
 		}
 	}
 	got, in := 0, 0

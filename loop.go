@@ -90,6 +90,7 @@ type part[K comparable, I, O any] struct {
 	n               int   // inputs
 	total, heaviest int64 // their weights; total < 0: the sum passes MaxInt64
 	held            bool  // loop-owned: the room holds n and total for it
+	granted         bool  // the caller took the part's room from spare: the loop adds it to its own
 	err             error
 	dropped         int
 	gone            bool // caller-owned: not admitted, and answered already
@@ -567,6 +568,10 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 	if p.held {
 		l.st.unhold(p.n, p.total)
 		p.held = false
+	}
+	if p.granted { // its room, from spare: see borrow
+		l.grow(p.n, p.total)
+		p.granted = false
 	}
 	if o == opUnhold {
 		l.free(freed[K, I, O]{g: g, i: i})

@@ -27,18 +27,20 @@ type shard[K comparable, I, O any] struct {
 
 // budget is an amount of room: inputs and their weight. The shards of a
 // ferry share its room: what no shard holds is in spare, a channel of one
-// budget that a loop empties, changes and fills again at once, so that no one
-// blocks on it for longer than that. A shard's core room is what it holds:
+// budget that a loop (or a DoMany's caller, see borrow) empties, changes and
+// fills again at once, so that no one blocks on it for longer than that. A shard's core room is what it holds:
 // as a wake-up starts it borrows, in one go, what it lacks for the
 // admissions among its messages (reserve), and as the wake-up ends, before
 // the batches it took start, it gives back all it holds spare (lend). So the
 // shards never hold more than the configured room between them, and a shard
 // rejects only when the room is full: but for room another shard holds
 // within a wake-up in progress (borrowed for an admission it then claimed
-// for a direct call or refused, or freed by a batch it took), as one loop
-// would have ordered the two. Borrowing ahead would save channel operations
-// and break that: a room sized for exactly its callers would reject some.
-// A weight with no limit (MaxQueuedWeight 0) is not shared: every shard's
+// for a direct call or refused, or freed by a batch it took or a drop), as
+// one loop would have ordered the two; the callers of those batches and
+// drops hear of them only after the lend (see free). Borrowing ahead would
+// save channel operations and break that: a room sized for exactly its
+// callers would reject some. A DoMany over several shards takes its room
+// from spare itself (see borrow). A weight with no limit (MaxQueuedWeight 0) is not shared: every shard's
 // core has MaxInt64 of it.
 type budget struct {
 	n int
@@ -59,7 +61,7 @@ func (l *loop[K, I, O]) reserve(ms []msg[K, I, O]) {
 			need.w = addWeight(need.w, m.w.weight)
 		case opAdmitMany, opHold:
 			switch p := &m.w.g.parts[m.worker]; {
-			case p.held: // its room is held already
+			case p.held, p.granted: // its room is held already, or comes with it
 			case p.total < 0:
 				need.n, need.w = need.n+p.n, -1
 			default:
@@ -101,6 +103,73 @@ func (l *loop[K, I, O]) lend() {
 	l.st.grow(-back.n, -back.w)
 	b := <-l.spare
 	l.spare <- budget{b.n + back.n, b.w + back.w} // within the room's total: no wrap
+}
+
+// grow adds n inputs weighing w to the shard's room: room a DoMany's caller
+// took from spare for its part here (see borrow). A weight with no limit is
+// not shared.
+func (l *loop[K, I, O]) grow(n int, w int64) {
+	if l.lim.queuedWeight == 0 {
+		w = 0
+	}
+	l.st.grow(n, w)
+}
+
+// borrow takes from spare, in one step, the room for all of g's inputs, a
+// DoMany over several shards, and marks each part granted: its shard adds
+// the part's room to its own as it lets the part in. It reports false, and
+// takes nothing, if spare lacks that room: the room is full but for room
+// that a shard holds within a wake-up, and the parts then hold room shard by
+// shard (see group.admit). Two DoManys over the same shards never each hold
+// room the other needs, as they could holding it shard by shard.
+func (f *Ferry[K, I, O]) borrow(g *group[K, I, O], total int64) bool {
+	if f.lim.queuedWeight == 0 {
+		total = 0 // not shared
+	}
+	b := <-f.spare
+	if b.n < len(g.ws) || b.w < total {
+		f.spare <- b
+		return false
+	}
+	f.spare <- budget{b.n - len(g.ws), b.w - total}
+	for i := range g.parts {
+		g.parts[i].granted = true
+	}
+	return true
+}
+
+// never reports whether no room could ever hold all of g's inputs, however
+// empty: more of them than MaxQueued, one heavier than MaxQueuedWeight, or a
+// total weight past it or past MaxInt64 (total < 0). Such a DoMany over
+// several shards is refused by one shard, as one loop refuses it.
+func (f *Ferry[K, I, O]) never(g *group[K, I, O], total int64) bool {
+	lim := f.lim
+	if len(g.ws) > lim.queued || total < 0 {
+		return true
+	}
+	if lim.queuedWeight == 0 {
+		return false
+	}
+	heaviest := int64(0)
+	for _, p := range g.parts {
+		heaviest = max(heaviest, p.heaviest)
+	}
+	return heaviest > lim.queuedWeight || total > lim.queuedWeight
+}
+
+// merge makes g's inputs one part, in the first part's shard: for a DoMany
+// that never fits (see never), which that shard refuses whole. It never lets
+// them in, as their keys are in other shards too.
+func (g *group[K, I, O]) merge(total int64) {
+	p := part[K, I, O]{s: g.parts[0].s, total: total}
+	for i := range g.ws {
+		w := &g.ws[i]
+		w.part = 0
+		p.n++
+		p.heaviest = max(p.heaviest, w.weight)
+	}
+	clear(g.parts)
+	g.parts = append(g.parts[:0], p)
 }
 
 // freed is the loop's word on room that a drop or an unhold freed: a

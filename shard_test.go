@@ -331,3 +331,88 @@ func shardIndex(h *harness, s *shard[string, in, int]) int {
 	}
 	panic("no such shard")
 }
+
+// stop makes h's shard sh wait inside a wake-up until the returned func is
+// called: an opStats whose reply no one reads yet.
+func stop(h *harness, sh int) (resume func()) {
+	c := make(chan Stats)
+	h.f.shards[sh].inc <- msg[string, in, int]{op: opStats, stats: c}
+	synctest.Wait()
+	return func() { <-c; synctest.Wait() }
+}
+
+// A DoMany over several shards takes the room for all its inputs from the
+// shared budget in one step, so that two of them over the same shards, in
+// opposite orders, never each hold room the other needs: with room for one,
+// one is admitted and the other rejected, as in one loop. The test stops
+// both loops: the room is taken before either has read a word.
+func TestDoManyOverShardsTakesItsRoomInOneStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 8, MaxBatchDelay: time.Hour}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		a, b := keysIn(h, 0, 3), keysIn(h, 1, 3)
+		spare := func() budget { b := <-h.f.spare; h.f.spare <- b; return b }
+		resumeA, resumeB := stop(h, 0), stop(h, 1)
+		x, y := make(chan error, 1), make(chan error, 1)
+		go func() {
+			_, err := h.f.DoMany(ctx, []in{{Key: a[0]}, {Key: a[1]}, {Key: a[2]}, {Key: b[0]}, {Key: b[1]}, {Key: b[2]}})
+			x <- err
+		}()
+		synctest.Wait()
+		assert.Equal(t, budget{n: 2}, spare(), "x took the room of its six inputs before either shard let them in")
+		go func() {
+			_, err := h.f.DoMany(ctx, []in{{Key: b[0]}, {Key: b[1]}, {Key: b[2]}, {Key: a[0]}, {Key: a[1]}, {Key: a[2]}})
+			y <- err
+		}()
+		synctest.Wait()
+		resumeA()
+		resumeB()
+		err := <-y
+		assert.ErrorIs(t, err, ErrRejected)
+		assert.ErrorContains(t, err, "6 inputs, more than the room has spare (MaxQueued 8)")
+		s := h.f.Stats()
+		assert.Equal(t, 6, s.Queued, "x waits for its deadline")
+		assert.Equal(t, uint64(6), s.RejectedFull)
+		assert.Equal(t, budget{n: 2}, spare(), "y holds nothing")
+		require.NoError(t, h.f.Flush(ctx))
+		assert.NoError(t, <-x)
+		assert.Equal(t, budget{n: 8}, spare())
+	})
+}
+
+// A DoMany over several shards that no room could ever hold is refused by
+// one shard, as one loop refuses it, without holding room in another first.
+func TestDoManyThatNeverFitsHoldsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 4, MaxQueuedWeight: 10, MaxBatchDelay: time.Hour}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		a, b := keysIn(h, 0, 3), keysIn(h, 1, 3)
+		spare := func() budget { b := <-h.f.spare; h.f.spare <- b; return b }
+		for _, tc := range []struct {
+			name   string
+			ins    []in
+			reason func(Stats) uint64
+			msg    string
+		}{
+			{"more than MaxQueued", []in{{Key: a[0]}, {Key: a[1]}, {Key: a[2]}, {Key: b[0]}, {Key: b[1]}},
+				func(s Stats) uint64 { return s.RejectedFull }, "5 inputs, more than MaxQueued 4"},
+			{"heavier together than MaxQueuedWeight", []in{{Key: a[0], W: 6}, {Key: b[0], W: 6}},
+				func(s Stats) uint64 { return s.RejectedWeight }, "would pass MaxQueuedWeight 10 (2 inputs)"},
+			{"one heavier than MaxQueuedWeight", []in{{Key: a[0], W: 1}, {Key: b[0], W: 11}},
+				func(s Stats) uint64 { return s.RejectedHeavy }, "input weight 11 is more than MaxQueuedWeight 10"},
+		} {
+			before := h.f.Stats()
+			resume := stop(h, 1) // the second part's shard: no hold may wait for it
+			_, err := h.f.DoMany(ctx, tc.ins)
+			assert.ErrorIs(t, err, ErrRejected, tc.name)
+			assert.ErrorContains(t, err, tc.msg, tc.name)
+			assert.Equal(t, budget{4, 10}, spare(), "%s: no room held", tc.name)
+			resume()
+			s := h.f.Stats()
+			assert.Equal(t, before.Rejected+uint64(len(tc.ins)), s.Rejected, tc.name)
+			assert.Equal(t, tc.reason(before)+uint64(len(tc.ins)), tc.reason(s), "%s: every input, for its reason", tc.name)
+		}
+	})
+}
