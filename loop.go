@@ -55,7 +55,7 @@ type waiter[K comparable, I, O any] struct {
 	key    K
 	weight int64
 	rank   int64
-	at     time.Duration  // submission time, by clock; zero unless stamp
+	at     time.Duration  // submission time, by clock: the caller's with stamp, the loop's with OnBatch (see loop.stamp), else zero
 	tk     ticket         // loop-owned: the input's ticket once admitted, else zero
 	c      chan result[O] // a Do's answer; a Submit's admission word, on a channel it holds until then
 
@@ -348,10 +348,10 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			l.submit(w, now)
 			return
 		}
-		l.stamp(w)
 		o, tk := st.admit(w.key, w.weight, w.rank, w.at, now, w)
 		switch o {
 		case admitted:
+			l.stamp(w) // after admit: with OnBatch, delay is 0 and the core keeps no time
 			w.tk = tk
 			l.tally.Admitted++
 		case claimed:
@@ -502,7 +502,7 @@ func (l *loop[K, I, O]) refusal(o outcome, n int, heaviest int64, all int) error
 	case n > room: // all of a DoMany's inputs, some perhaps in other shards
 		return fmt.Errorf("%w: %d inputs, more than the room has spare (MaxQueued %d)", ErrRejected, all, lim.queued)
 	}
-	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, n)
+	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, all)
 }
 
 // submit admits a Submit's input, never claiming its key, and gives the
@@ -514,12 +514,12 @@ func (l *loop[K, I, O]) submit(w *waiter[K, I, O], now time.Time) {
 		w.c <- result[O]{err: errWithdrawn}
 		return
 	}
-	l.stamp(w)
 	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
 	if o != admitted {
 		w.c <- result[O]{err: l.refusal(o, 1, w.weight, 1)}
 		return
 	}
+	l.stamp(w)
 	w.tk = tk
 	l.tally.Admitted++
 	w.c <- result[O]{err: errAdmitted}
