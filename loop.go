@@ -573,11 +573,8 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 		l.grow(p.n, p.total)
 		p.granted = false
 	}
-	if o == opUnhold {
-		l.free(freed[K, I, O]{g: g, i: i})
-		return
-	}
 	switch r := l.st.room(p.n, p.total, p.heaviest); {
+	case o == opUnhold:
 	case r != admitted:
 		p.err = l.refusal(r, p.n, p.heaviest, len(g.ws))
 	case o == opHold:
@@ -592,7 +589,7 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 		}
 		l.tally.Admitted += uint64(p.n)
 	}
-	g.c <- word(i)
+	l.free(freed[K, I, O]{g: g, i: i}) // room held or granted may have been let go
 }
 
 // word is a loop's word on part i of a group, on its channel: the part's

@@ -172,8 +172,8 @@ func (g *group[K, I, O]) merge(total int64) {
 	g.parts = append(g.parts[:0], p)
 }
 
-// freed is the loop's word on room that a drop or an unhold freed: a
-// result on c, or else word(i) on g.c.
+// freed is the loop's word on a drop, or on a DoMany's part (which may let
+// go of room held or granted): a result on c, or else word(i) on g.c.
 type freed[K comparable, I, O any] struct {
 	c chan result[O]
 	r result[O]
@@ -189,11 +189,12 @@ func (x freed[K, I, O]) send() {
 	}
 }
 
-// free sends x, a word on room freed, at once with one shard; with several,
-// once the wake-up has lent that room (see lend), as the batches it took start,
-// so that the caller, who may ask another shard for room as soon as it has
-// the word, finds it there, as it would in one loop. Until then the room
-// stays with this shard, for the admissions among the wake-up's messages.
+// free sends x, a word on room that may have been freed, at once with one
+// shard; with several, once the wake-up has lent that room (see lend), as
+// the batches it took start, so that the caller, who may ask another shard
+// for room as soon as it has the word, finds it there, as it would in one
+// loop. Until then the room stays with this shard, for the admissions among
+// the wake-up's messages.
 func (l *loop[K, I, O]) free(x freed[K, I, O]) {
 	if l.spare == nil {
 		x.send()
