@@ -9,7 +9,8 @@
  *   loop      loop.run, receive, handle, submit, withdraw, admitMany, turn,
  *             flush, settle, close, end, and the core state.admit/join/room/
  *             enter/claim/take/release/drop/drain/flush/hurry (loop.go, state.go)
- *   worker    work, finish, reply                          (call.go)
+ *   worker    work, finish, reply (call.go); started by the loop's turn as
+ *             batches need them (idler, spawn: loop.go), up to NW
  *   watcher   the AfterFunc of a Submit's ctx: Ferry.withdraw (ferry.go)
  *   notifier  notifyAll, started by loop.close            (call.go)
  *   flusher   Flush                                        (ferry.go)
@@ -23,8 +24,11 @@
  *   SUBMIT=1     caller 1 uses Submit, watched by a watcher
  *   MANY=1       caller 0 uses DoMany with two inputs, of keys 0 and 1; its
  *                answers count down a token on g.left, the last sends fin
- *   FLUSH=1      a flusher calls Flush; FCANCEL=1: its ctx may end
+ *   FLUSH=1|2    flushers, each calling Flush once; FCANCEL=1: their ctx may end
  *   CLOSER       0: the closer calls Close or Shutdown; 1: Close; 2: Shutdown
+ *   FWAIT        1: the closer starts once every flusher has returned (a
+ *                Close deferred behind the Flushes): a Flush must end without
+ *                it; 2: it does so or not, as it chooses at first
  *   CALLERS      callers that make a call (default 3; 2: caller 2 makes none)
  *   INCSZ        capacity of f.inc (default 4; Go: 1024)
  *   MUT_*        one mutation each; see README.md
@@ -59,6 +63,10 @@
 #ifndef FCANCEL
 #define FCANCEL 0
 #endif
+#ifndef FWAIT
+#define FWAIT 0
+#endif
+#define NF FLUSH      /* flushers: 0, 1 or 2 */
 #ifndef CLOSER
 #define CLOSER 0      /* 0: Close or Shutdown; 1: Close only; 2: Shutdown only */
 #endif
@@ -70,7 +78,7 @@
 #define NC   3    /* callers */
 #define NI   4    /* inputs: one per caller, and a DoMany's second (id 3) */
 #define NK   2    /* keys */
-#define NW   2    /* workers: MaxInFlightBatches */
+#define NW   2    /* workers: MaxInFlightBatches, the most the loop starts */
 #define MAXQ 2    /* MaxQueued: the room */
 #define BS   2    /* MaxBatchSize */
 
@@ -107,7 +115,7 @@ chan gleft = [1] of { byte };                /* g.left: the token, the count of 
 chan gfin = [1] of { bit };                  /* g.fin: sent once, by what answers the last input */
 chan wd = [1] of { mtype };                  /* the Submit's w.drop */
 chan nch = [1] of { bit };                   /* go l.f.notifyAll(subs, ErrClosed) */
-chan fc = [1] of { mtype };                  /* the Flush's reply, c */
+chan fc[2] = [1] of { mtype };               /* each Flush's reply, c */
 
 bool done;                                   /* f.done is closed */
 bool ending;                                 /* loop-owned: end() will close it */
@@ -126,6 +134,7 @@ bit  old[NI];       /* seq <= hurried, and <= the round's seq: admitted before t
 /* ---- owned by the loop: the shell (loop.go) ---- */
 byte idl[NW];       /* l.idle, a stack */
 byte nidle;
+byte nwk;           /* len(l.workers): workers started (spawn), 0 at New */
 bit  flip[NW];      /* wk.flip */
 byte bufc[NW*2*BS]; /* wk.bufs[2]: input+1 */
 bool closing, stopped;
@@ -136,6 +145,8 @@ byte notify;        /* l.notify */
 bool sseen, swd;    /* the Submit's w.seen, w.withdrawn */
 bool rnd;           /* l.round != nil */
 byte left;          /* l.round.left */
+byte rfl;           /* l.round.replies: bit f, flusher f's */
+byte qfl;           /* l.flushers, for the round after it: bit f, flusher f's */
 bit  dold[NK];      /* the direct call's claim is counted by the round */
 byte gdrop;         /* the DoMany part's dropped, written before its word */
 
@@ -154,7 +165,9 @@ bit  dcan[NK];      /* the direct call has been cancelled */
 byte nret;          /* callers whose last call has returned */
 byte wgone;         /* workers that have sent opExit and gone */
 bool cdone;         /* the closer has returned */
-bool fdone;         /* the flusher has returned */
+byte fdone;         /* flushers that have returned */
+byte nowed;         /* acks owed (wk.owed, all workers): jobs with ack whose opAnswered
+                     * the loop has not handled */
 byte sarm;          /* the Submit's AfterFunc: 0 not set, 1 set, 2 stopped or started */
 bool sadm;          /* the Submit's input was admitted */
 byte sdone;         /* times the Submit's done has been called */
@@ -409,11 +422,13 @@ inline countOld(ii) {
 	fi
 }
 
-/* loop.handle(opDrop) for a Do */
+/* loop.handle(opDrop) for a Do. The word on a drop goes through loop.free,
+ * which with one shard sends it at once, as here (with several it waits for
+ * the wake-up's lend, in turn: see shards.pml) */
 inline dropDo(cc) {
 	dropOne(cc);
 	if
-	:: ok -> countOld(cc); pend[cc] = 0; doReply(cc, DROPPED)   /* w.c is empty */
+	:: ok -> countOld(cc); pend[cc] = 0; doReply(cc, DROPPED)   /* free: w.c is empty */
 	:: else ->
 #ifdef MUT_KEPT_ALWAYS
 		assert(len(rep[cc]) == 0); rep[cc]!KEPT     /* MUTATION: errKept even into a full w.c */
@@ -434,7 +449,7 @@ inline withdraw() {
 		dropOne(1);
 		assert(nfull(wd));
 		if
-		:: ok -> notify++; wd!DROPPED               /* its done is the watcher's */
+		:: ok -> notify++; wd!DROPPED               /* free; its done is the watcher's */
 		:: else -> wd!KEPT
 		fi
 	fi
@@ -453,7 +468,7 @@ inline dropMany() {
 	:: ok -> countOld(3); pend[3] = 0; outcome(3); gdrop++
 	:: else -> skip
 	fi;
-	gword(W_DROP)
+	gword(W_DROP)                                    /* free: at once, one shard */
 }
 
 /* loop.handle(opRelease) with state.release */
@@ -529,47 +544,90 @@ inline lclose() {
 		:: else -> skip
 		fi;
 		if
-		:: rnd -> fc!CLOSED; rnd = 0; left = 0      /* the round's replies: ErrClosed */
+		:: rnd -> tell(rfl, CLOSED); rnd = 0; left = 0  /* the round's replies: ErrClosed */
 		:: else -> skip
 		fi;
+		tell(qfl, CLOSED);                           /* and the flushers' after it */
 		k = 0; ti = 0; c = 0
 	fi
 }
 
-/* loop.flush: a round for the Flush; every input admitted so far is older
- * than it; what waits is hurried (state.hurry) */
+/* the replies of the Flushes in fl (bits): tell(err) on each one's c */
+inline tell(fl, v) {
+	if
+	:: fl & 1 -> assert(nfull(fc[0])); fc[0]!v
+	:: else -> skip
+	fi;
+	if
+	:: fl & 2 -> assert(nfull(fc[1])); fc[1]!v
+	:: else -> skip
+	fi;
+	fl = 0
+}
+
+/* loop.flush: a round for the Flushes waiting (l.flushers); every input
+ * admitted so far is older than it; the workers started so far are pinged
+ * (none if the loop has started none); what waits is hurried (state.hurry).
+ * The round's id is left out: every ack owed to a round is in before it ends
+ * (each counts in left), and a round starts only after the last has ended
+ * or with none before, so no ack of an older round is ever owed (nowed)
+ * and opAnswered's o.round == l.round.id holds whenever a round is on. */
 inline startRound() {
-	rnd = 1;
-	left = queued + dcl[0] + dcl[1] + notify + NW;
+	assert(!closing && !rnd && qfl != 0);
+	assert(nowed == 0);
+	rnd = 1; rfl = qfl; qfl = 0;
+	left = queued + dcl[0] + dcl[1] + notify + nwk;
 	old[0] = 1; old[1] = 1; old[2] = 1; old[3] = 1;
 	dold[0] = dcl[0]; dold[1] = dcl[1];
-	assert(nfull(jobs[0]) && nfull(jobs[1]));
 #ifndef MUT_FLUSH_NO_PING
-	jobs[0]!PING, 0, 0; jobs[1]!PING, 0, 0;
+	k = 0;
+	do
+	:: k < nwk -> assert(nfull(jobs[k])); jobs[k]!PING, 0, 0; nowed++; k++
+	:: else -> break
+	od;
+	k = 0;
 #else
-	left = left - NW;                                /* MUTATION: the workers not waited for */
+	left = left - nwk;                               /* MUTATION: the workers not waited for */
 #endif
 	allReady()
 }
 
-/* loop.settle, with the property a Flush's nil stands for */
+/* loop.settle: while the round has nothing left, its Flushes are told nil
+ * and the next round starts for those queued behind it, which may have
+ * nothing left either (no input, call or notify, no worker to ping). With
+ * the property a Flush's nil stands for. */
 inline settle() {
-	if
+	do
 	:: rnd && left == 0 ->
 		/* every input admitted before the Flush has been answered, and every
 		 * direct call in flight then is over */
 		assert(!(old[0] && pend[0]) && !(old[1] && pend[1]));
 		assert(!(old[2] && pend[2]) && !(old[3] && pend[3]));
 		assert(!dold[0] && !dold[1]);
-		fc!OK; rnd = 0
-	:: else -> skip
-	fi
+		tell(rfl, OK); rnd = 0;
+		if
+		:: qfl != 0 && !closing -> startRound()
+		:: else -> skip
+		fi
+#if defined(MUT_SETTLE_IN_END) || defined(MUT_SETTLE_ONCE)
+		; break                                      /* MUTATION: one round at most, an if */
+#endif
+	:: else -> break
+	od
 }
 
-/* loop.turn: a batch on each idle worker while a lane is ready (state.take) */
+/* loop.turn: a batch on each idle worker while a lane is ready (state.take);
+ * idler starts a worker (spawn) if none is idle and fewer than NW run */
 inline turn() {
 	do
-	:: nidle > 0 && rn > 0 ->
+	:: rn > 0 && (nidle > 0 || nwk < NW) ->
+		if
+		:: nidle == 0 ->                             /* spawn: go l.s.work(id, c) */
+			assert(!stopped);
+			idl[0] = nwk; nidle = 1;
+			run worker(nwk); nwk++
+		:: else -> skip
+		fi;
 		nidle--; tw = idl[nidle]; idl[nidle] = 0;
 		tk = rq[0] - 1; rq[0] = rq[1]; rq[1] = 0; rn--;
 		assert(ph[tk] == READY);
@@ -607,14 +665,21 @@ inline turn() {
 		flip[tw] = 1 - flip[tw];
 		assert(nfull(jobs[tw]));                     /* a batch only while idle, and a ping */
 		jobs[tw]!tk, tb, tn;
+		if
+		:: tn > 0 -> nowed++                         /* wk.owed */
+		:: else -> skip
+		fi;
 		tw = 0; tk = 0; tb = 0; ti = 0; c = 0; tn = 0
 	:: else -> break
 	od
 }
 
-/* loop.end, up to close(f.done) */
+/* loop.end, up to close(f.done); MUT_SETTLE_IN_END: with the settle that
+ * the code had there before its own wake-up's (285c12b) */
 inline endcheck() {
-	settle();
+#ifdef MUT_SETTLE_IN_END
+	settle();                                        /* MUTATION: after the turn */
+#endif
 	if
 	:: flushing && queued == 0 && busy == 0 -> lclose()
 	:: else -> skip
@@ -630,7 +695,7 @@ inline endcheck() {
 #ifdef MUT_NO_EXIT_WAIT
 		:: true ->                                   /* MUTATION: no wait for the workers */
 #else
-		:: exited == NW ->
+		:: exited == nwk ->                          /* every worker started has gone */
 #endif
 			assert(!dir[0] && !dir[1]);
 			ending = 1                               /* end() will return true */
@@ -672,7 +737,8 @@ inline handle() {
 		:: else -> dir[ma] = 1
 		fi
 	:: mop == RELEASE  -> release(ma, mb)
-	:: mop == ANSWERED ->
+	:: mop == ANSWERED ->                            /* o := wk.owed[0] */
+		assert(nowed > 0); nowed--;
 		if
 		:: rnd -> assert(left >= mb); left = left - mb
 		:: else -> skip
@@ -684,10 +750,15 @@ inline handle() {
 		:: else -> skip
 		fi
 	:: mop == EXIT     -> exited++
-	:: mop == FLUSHM   ->
+	:: mop == FLUSHM   ->                            /* ma: the flusher */
 		if
-		:: closing -> fc!CLOSED
-		:: else -> startRound()
+		:: closing -> assert(nfull(fc[ma])); fc[ma]!CLOSED
+		:: else ->
+			qfl = qfl | (1 << ma);                   /* l.flushers */
+			if
+			:: !rnd -> startRound()
+			:: else -> skip                          /* the round after it */
+			fi
 		fi
 	:: mop == CLOSE    -> lclose()
 	:: mop == SHUTDOWN ->
@@ -716,9 +787,12 @@ proctype loop() {
 			:: n > 0 -> inc?mop, ma, mb; handle(); n--
 			:: else -> break
 			od;
+#ifndef MUT_SETTLE_IN_END
+			settle();                                /* before turn: a round it starts made lanes due */
+#endif
 			turn(); endcheck()
 		   }
-		:: atomic { (ph[0] == WAITING || ph[1] == WAITING) -> fire(); turn(); endcheck() }  /* a deadline */
+		:: atomic { (ph[0] == WAITING || ph[1] == WAITING) -> fire(); turn(); endcheck() }  /* a deadline: no settle */
 		fi
 	od;
 	/* end(): every message sent before done was closed is in inc now */
@@ -733,7 +807,7 @@ proctype loop() {
 			:: mop == ADMIT && isSub(ma) -> sword(CLOSED)
 			:: mop == ADMITMANY -> gword(W_ERR)
 			:: mop == DROPMANY -> gword(W_DROP)          /* dropped: 0 */
-			:: mop == FLUSHM -> fc!CLOSED
+			:: mop == FLUSHM -> assert(nfull(fc[ma])); fc[ma]!CLOSED
 #endif
 			:: else -> skip
 			fi;
@@ -1066,33 +1140,41 @@ end_n:
 	fi
 }
 
-proctype flusher() {
+proctype flusher(byte me) {
 	bit sent;
 	mtype r;
-	send(FLUSHM, 0);
+	send(FLUSHM, me);
 	if
 	:: !sent -> goto out                             /* ErrClosed */
 	:: else -> skip
 	fi;
 	if
-	:: fc?r
+	:: fc[me]?r
 	:: FCANCEL -> skip                               /* ctx's error */
 	:: atomic { done ->
 		if
-		:: fc?r
-		:: empty(fc) -> skip                         /* ErrClosed */
+		:: fc[me]?r
+		:: empty(fc[me]) -> skip                     /* ErrClosed */
 		fi }
 	fi;
 out:
-	fdone = 1
+	fdone++
 }
 
 inline closedok() {  /* Close (or Shutdown) returns: every call over, every goroutine gone */
-	assert(done && wgone == NW && calls[0] == 0 && calls[1] == 0 && busy == 0);
+	assert(done && wgone == nwk && calls[0] == 0 && calls[1] == 0 && busy == 0);
 	assert(notify == 0 && (!sadm || sdone == 1))     /* every admitted Submit's done has run */
 }
 
 proctype closer() {
+#if FWAIT == 1
+	fdone == NF;                                     /* Close deferred behind the Flushes */
+#elif FWAIT == 2
+	if
+	:: skip -> fdone == NF                           /* deferred behind the Flushes */
+	:: skip                                          /* or racing them */
+	fi;
+#endif
 	if
 	:: CLOSER != 2 -> goto close_
 	:: CLOSER != 1 -> /* Shutdown */
@@ -1117,9 +1199,7 @@ out:
 
 init {
 	atomic {
-		idl[0] = 0; idl[1] = 1; nidle = NW;
-		run loop();
-		run worker(0); run worker(1);
+		run loop();                                  /* workers: started by turn (spawn) */
 		run caller(0); run caller(1); run caller(2);
 #if SUBMIT
 		run notifier();
@@ -1127,10 +1207,11 @@ init {
 		run watcher();
 #endif
 #endif
-#if FLUSH
-		run flusher();
-#else
-		fdone = 1;
+#if FLUSH >= 1
+		run flusher(0);
+#endif
+#if FLUSH >= 2
+		run flusher(1);
 #endif
 		run closer()
 	}
@@ -1138,7 +1219,7 @@ init {
 	d_step {
 		assert(done && busy == 0 && queued == 0 && rn == 0 && notify == 0);
 		assert(ph[0] == IDLE && ph[1] == IDLE && calls[0] == 0 && calls[1] == 0);
-		assert(exited == NW && wgone == NW && nret == NC && cdone && fdone);
+		assert(exited == nwk && wgone == nwk && nret == NC && cdone && fdone == NF);
 		/* every Do the loop heard of had exactly one outcome */
 		assert((!seen[0] || outc[0] || MANY) && (!seen[1] || outc[1] || SUBMIT) && (!seen[2] || outc[2]));
 		assert(!pend[0] && !pend[1] && !pend[2] && !pend[3]);
@@ -1147,7 +1228,7 @@ init {
 }
 
 /* ---- liveness, checked with pan -a -f ---- */
-#define allend (done && cdone && fdone && nret == NC && wgone == NW)
+#define allend (done && cdone && fdone == NF && nret == NC && wgone == nwk)
 ltl live {
 	[] ((pend[0] -> <> !pend[0]) && (pend[1] -> <> !pend[1]) &&
 	    (pend[2] -> <> !pend[2]) && (pend[3] -> <> !pend[3]) &&

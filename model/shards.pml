@@ -337,7 +337,9 @@ end_l:
 	:: atomic { q[i] == 0 || idle[i] == 0 -> keep(); break }  /* no lane ready, or no worker free */
 	od;
 
-	/* lend, then the batches start */
+	/* lend, then the batches start. (In Go the wake-up's words on the drops
+	 * and unholds it handled go out there too, after the lend and before the
+	 * jobs: loop.free, turn. Drops and unholds are not modelled here.) */
 #ifdef MUT_JOBS_BEFORE_LEND
 	atomic { startJobs() };                          /* MUTATION: the batches start first */
 #endif
