@@ -141,9 +141,11 @@ func benchDo(b *testing.B, keys, batch, callers int) {
 
 // BenchmarkOnBatch is BenchmarkDo's keys=16 workloads and BenchmarkDirect's
 // callers=128 with OnBatch nil and a no-op OnBatch, each pair run one after
-// the other so that the machine's drift hits both alike: read each pair's
-// ratio in one run (benchstat -col /onbatch). With it, each call reads the
-// clock twice and the loop once per wake-up that admits.
+// the other so that the machine's drift hits both alike (benchstat -col
+// /onbatch). A whole process may run one of a pair slower for all its counts:
+// for a figure, run nil and noop in separate processes, in turn (README,
+// Observability). With it, each call reads the clock twice and the loop once
+// per wake-up that admits.
 func BenchmarkOnBatch(b *testing.B) {
 	for _, w := range []struct {
 		name        string
