@@ -28,20 +28,20 @@ type shard[K comparable, I, O any] struct {
 // budget is an amount of room: inputs and their weight. The shards of a
 // ferry share its room: what no shard holds is in spare, a channel of one
 // budget that a loop (or a DoMany's caller, see borrow) empties, changes and
-// fills again at once, so that no one blocks on it for longer than that. A shard's core room is what it holds:
-// as a wake-up starts it borrows, in one go, what it lacks for the
-// admissions among its messages (reserve), and as the wake-up ends, before
-// the batches it took start, it gives back all it holds spare (lend). So the
-// shards never hold more than the configured room between them, and a shard
-// rejects only when the room is full: but for room another shard holds
-// within a wake-up in progress (borrowed for an admission it then claimed
-// for a direct call or refused, or freed by a batch it took or a drop), as
-// one loop would have ordered the two; the callers of those batches and
-// drops hear of them only after the lend (see free). Borrowing ahead would
-// save channel operations and break that: a room sized for exactly its
-// callers would reject some. A DoMany over several shards takes its room
-// from spare itself (see borrow). A weight with no limit (MaxQueuedWeight 0) is not shared: every shard's
-// core has MaxInt64 of it.
+// fills again at once, so that no one blocks on it for longer than that. A
+// shard's core room is what it holds: as a wake-up starts it borrows, in one
+// go, what it lacks for the admissions among its messages (reserve), and as
+// the wake-up ends, before the batches it took start, it gives back all it
+// holds spare (lend). So the shards never hold more than the configured room
+// between them, and a shard rejects only when the room is full: but for room
+// another shard holds within a wake-up in progress (borrowed for an
+// admission it then claimed for a direct call or refused, or freed by a
+// batch it took or a drop), as one loop would have ordered the two; the
+// callers of those batches and drops hear of them only after the lend (see
+// free). Borrowing ahead would save channel operations and break that: a
+// room sized for exactly its callers would reject some. A weight with no
+// limit (MaxQueuedWeight 0) is not shared: every shard's core has MaxInt64
+// of it.
 type budget struct {
 	n int
 	w int64
