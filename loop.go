@@ -326,7 +326,13 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 		}
 		clear(l.batch)
 	}
-	l.settle() // before turn: a round it starts has made lanes due
+	l.lend() // what the messages freed, before their words: see free
+	for _, x := range l.freed {
+		x.send()
+	}
+	clear(l.freed)
+	l.freed = l.freed[:0]
+	l.settle() // after the words, which Flush waits for; before turn, as a round it starts makes lanes due
 	l.turn(now)
 }
 
@@ -695,12 +701,7 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		l.started = append(l.started, start[K, I, O]{id, j})
 	}
 	l.keep() // none unused if starved; else no lane is ready, or no worker is free
-	l.lend() // before the batches start and drops are told: their callers may come back to another shard
-	for _, x := range l.freed {
-		x.send()
-	}
-	clear(l.freed)
-	l.freed = l.freed[:0]
+	l.lend() // before the batches start: their callers may come back to another shard
 	for _, s := range l.started {
 		l.workers[s.id].jobs <- s.j
 	}

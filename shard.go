@@ -117,13 +117,20 @@ func (l *loop[K, I, O]) grow(n int, w int64) {
 
 // borrow takes from spare, in one step, the room for all of g's inputs, a
 // DoMany over several shards, and marks each part granted: its shard adds
-// the part's room to its own as it lets the part in. It reports false, and
-// takes nothing, if spare lacks that room: the room is full but for room
-// that a shard holds within a wake-up, and the parts then hold room shard by
-// shard (see group.admit). Two DoManys over the same shards never each hold
-// room the other needs, as they could holding it shard by shard.
+// the part's room to its own as it lets the part in, and refuses it only if
+// it is closing. It reports false, and takes nothing, if spare lacks that
+// room (the room is full but for room that a shard holds within a wake-up),
+// or if a shard might refuse a part for its weight: with no MaxQueuedWeight,
+// weight is not shared and each shard keeps its own waiting weight within
+// MaxInt64, which only inputs of weight 1 (no Weight func) cannot pass, as
+// their weight is at most their count. The parts then hold room shard by
+// shard (see group.admit). So two DoManys over the same shards that borrow
+// never each hold room the other needs, as they can holding it shard by shard.
 func (f *Ferry[K, I, O]) borrow(g *group[K, I, O], total int64) bool {
 	if f.lim.queuedWeight == 0 {
+		if f.weight != nil && total > 0 {
+			return false
+		}
 		total = 0 // not shared
 	}
 	b := <-f.spare
@@ -190,11 +197,12 @@ func (x freed[K, I, O]) send() {
 }
 
 // free sends x, a word on room that may have been freed, at once with one
-// shard; with several, once the wake-up has lent that room (see lend), as
-// the batches it took start, so that the caller, who may ask another shard
+// shard; with several, once the wake-up has handled its messages and lent
+// what they freed (see lend), so that the caller, who may ask another shard
 // for room as soon as it has the word, finds it there, as it would in one
 // loop. Until then the room stays with this shard, for the admissions among
-// the wake-up's messages.
+// the wake-up's messages. The words go before a Flush that waits for them is
+// told (see receive).
 func (l *loop[K, I, O]) free(x freed[K, I, O]) {
 	if l.spare == nil {
 		x.send()

@@ -416,3 +416,64 @@ func TestDoManyThatNeverFitsHoldsNothing(t *testing.T) {
 		}
 	})
 }
+
+// With no MaxQueuedWeight each shard keeps its own waiting weight within
+// MaxInt64, so a DoMany with a Weight func cannot take its room in one step:
+// a part could be refused for its weight after the others entered. It holds
+// room shard by shard and is refused whole (found in review).
+func TestDoManyOverShardsWithUnsharedWeight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 2, MaxBatchDelay: time.Hour}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		a, b := keysIn(h, 0, 2), keysIn(h, 1, 2)
+		h.do(ctx, in{Key: a[0], ID: 1, W: math.MaxInt64 - 5})
+		synctest.Wait()
+		_, err := h.f.DoMany(ctx, []in{{Key: b[1], ID: 2, W: 1}, {Key: a[1], ID: 3, W: 10}})
+		assert.ErrorIs(t, err, ErrRejected, "a's shard would pass MaxInt64")
+		s := h.f.Stats()
+		assert.Equal(t, 1, s.Queued, "b1 was not let in")
+		assert.Equal(t, uint64(2), s.Rejected, "each input counted once")
+
+		h.do(ctx, in{Key: b[0], ID: 4, W: math.MaxInt64 - 5})
+		synctest.Wait()
+		_, err = h.f.DoMany(ctx, []in{{Key: a[1], ID: 5, W: 10}, {Key: b[1], ID: 6, W: 10}})
+		assert.ErrorIs(t, err, ErrRejected, "not ErrClosed: no shard is closing")
+		assert.Equal(t, uint64(4), h.f.Stats().Rejected)
+	})
+}
+
+// A Flush waits for the inputs admitted before it, a dropped one among them:
+// with several shards the word on a drop goes out after the wake-up's lend,
+// and the Flush is told only after that word. The test sends the loop its
+// own opFlush, whose reply looks at the dropped input's channel.
+func TestFlushIsToldAfterTheDropsItWaitedFor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 2, MaxInFlightBatches: 2, MaxBatchDelay: time.Hour}, true)
+		defer h.f.Close()
+		ctx := context.Background()
+		a, b := keysIn(h, 0, 1), keysIn(h, 1, 2)
+		held := []chan answer{h.do(ctx, in{Key: b[0], ID: 1}), h.do(ctx, in{Key: b[1], ID: 2})}
+		advance(time.Hour) // b's shard runs both, on every slot: a's shard has none
+		w := &waiter[string, in, int]{c: make(chan result[int], 1)}
+		require.NoError(t, h.f.prepare(w, in{Key: a[0], ID: 3}))
+		s := h.f.shardOf(a[0])
+		s.inc <- msg[string, in, int]{op: opAdmit, w: w}
+		synctest.Wait()
+		assert.Equal(t, 1, h.f.Stats().Queued, "w waits for a slot")
+		told := make(chan int, 1) // the words in w.c when the Flush is told
+		s.inc <- msg[string, in, int]{op: opFlush, cancel: func(error) { told <- len(w.c) }}
+		synctest.Wait()
+		assert.Empty(t, told, "the round waits for w")
+		s.inc <- msg[string, in, int]{op: opDrop, w: w}
+		synctest.Wait()
+		require.Len(t, told, 1)
+		assert.Equal(t, 1, <-told, "w's caller had its word when the Flush was told")
+		assert.Equal(t, result[int]{err: errDropped}, <-w.c)
+		for _, c := range held {
+			h.hold <- struct{}{}
+			synctest.Wait()
+			got(t, c)
+		}
+	})
+}
