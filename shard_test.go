@@ -298,8 +298,7 @@ func TestDropIsToldOnceItsRoomIsLent(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		a := h.do(ctx, in{Key: "a", ID: 1})
 		synctest.Wait() // a waits, and its shard holds the whole room
-		spare := func() budget { b := <-h.f.spare; h.f.spare <- b; return b }
-		assert.Equal(t, budget{}, spare())
+		assert.Equal(t, budget{}, spareOf(h))
 
 		first, second := make(chan Stats), make(chan Stats)
 		s.inc <- msg[string, in, int]{op: opStats, stats: first}
@@ -310,16 +309,23 @@ func TestDropIsToldOnceItsRoomIsLent(t *testing.T) {
 		<-first // the next wake-up reads the drop and the second opStats together
 		synctest.Wait()
 		assert.Empty(t, a, "told of its drop before the wake-up has lent its room")
-		assert.Equal(t, budget{}, spare())
+		assert.Equal(t, budget{}, spareOf(h))
 		<-second
 		synctest.Wait()
 		assert.ErrorIs(t, got(t, a).err, context.Canceled)
-		assert.Equal(t, budget{n: 1}, spare(), "the room a left is back for every shard")
+		assert.Equal(t, budget{n: 1}, spareOf(h), "the room a left is back for every shard")
 		b := h.do(context.Background(), in{Key: keysIn(h, 1-shardIndex(h, s), 1)[0], ID: 2})
 		synctest.Wait()
 		assert.Equal(t, 1, h.f.Stats().Queued, "the other shard admits b")
 		pending(t, b)
 	})
+}
+
+// spareOf is the room no shard of h holds, read as a loop reads it.
+func spareOf(h *harness) budget {
+	b := <-h.f.spare
+	h.f.spare <- b
+	return b
 }
 
 // shardIndex is the index of s among h's shards.
@@ -352,7 +358,6 @@ func TestDoManyOverShardsTakesItsRoomInOneStep(t *testing.T) {
 		defer h.f.Close()
 		ctx := context.Background()
 		a, b := keysIn(h, 0, 3), keysIn(h, 1, 3)
-		spare := func() budget { b := <-h.f.spare; h.f.spare <- b; return b }
 		resumeA, resumeB := stop(h, 0), stop(h, 1)
 		x, y := make(chan error, 1), make(chan error, 1)
 		go func() {
@@ -360,7 +365,7 @@ func TestDoManyOverShardsTakesItsRoomInOneStep(t *testing.T) {
 			x <- err
 		}()
 		synctest.Wait()
-		assert.Equal(t, budget{n: 2}, spare(), "x took the room of its six inputs before either shard let them in")
+		assert.Equal(t, budget{n: 2}, spareOf(h), "x took the room of its six inputs before either shard let them in")
 		go func() {
 			_, err := h.f.DoMany(ctx, []in{{Key: b[0]}, {Key: b[1]}, {Key: b[2]}, {Key: a[0]}, {Key: a[1]}, {Key: a[2]}})
 			y <- err
@@ -374,10 +379,10 @@ func TestDoManyOverShardsTakesItsRoomInOneStep(t *testing.T) {
 		s := h.f.Stats()
 		assert.Equal(t, 6, s.Queued, "x waits for its deadline")
 		assert.Equal(t, uint64(6), s.RejectedFull)
-		assert.Equal(t, budget{n: 2}, spare(), "y holds nothing")
+		assert.Equal(t, budget{n: 2}, spareOf(h), "y holds nothing")
 		require.NoError(t, h.f.Flush(ctx))
 		assert.NoError(t, <-x)
-		assert.Equal(t, budget{n: 8}, spare())
+		assert.Equal(t, budget{n: 8}, spareOf(h))
 	})
 }
 
@@ -389,7 +394,6 @@ func TestDoManyThatNeverFitsHoldsNothing(t *testing.T) {
 		defer h.f.Close()
 		ctx := context.Background()
 		a, b := keysIn(h, 0, 3), keysIn(h, 1, 3)
-		spare := func() budget { b := <-h.f.spare; h.f.spare <- b; return b }
 		for _, tc := range []struct {
 			name   string
 			ins    []in
@@ -408,7 +412,7 @@ func TestDoManyThatNeverFitsHoldsNothing(t *testing.T) {
 			_, err := h.f.DoMany(ctx, tc.ins)
 			assert.ErrorIs(t, err, ErrRejected, tc.name)
 			assert.ErrorContains(t, err, tc.msg, tc.name)
-			assert.Equal(t, budget{4, 10}, spare(), "%s: no room held", tc.name)
+			assert.Equal(t, budget{4, 10}, spareOf(h), "%s: no room held", tc.name)
 			resume()
 			s := h.f.Stats()
 			assert.Equal(t, before.Rejected+uint64(len(tc.ins)), s.Rejected, tc.name)
