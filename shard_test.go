@@ -474,9 +474,10 @@ func TestFlushIsToldAfterTheDropsItWaitedFor(t *testing.T) {
 		require.Len(t, told, 1)
 		assert.Equal(t, 1, <-told, "w's caller had its word when the Flush was told")
 		assert.Equal(t, result[int]{err: errDropped}, <-w.c)
+		h.hold <- struct{}{}
+		h.hold <- struct{}{}
+		synctest.Wait()
 		for _, c := range held {
-			h.hold <- struct{}{}
-			synctest.Wait()
 			got(t, c)
 		}
 	})
