@@ -262,7 +262,7 @@ func TestDirectCallsMapShrinks(t *testing.T) {
 	}
 	require.Len(t, l.directs, n)
 	for k := range n - 1 {
-		l.handle(msg[int, int, int]{op: opRelease, key: k, worker: direct}, t0)
+		l.handle(msg[int, int, int]{op: opRelease, key: k, worker: byCaller}, t0)
 	}
 	assert.Len(t, l.directs, 1)
 	assert.LessOrEqual(t, l.dpeak, shrinkLanes, "rebuilt since the peak of %d", n)

@@ -152,8 +152,8 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 	if s.held < 0 || s.heldWeight < 0 || s.held > s.lim.queued-s.queued || s.heldWeight > s.lim.queuedWeight-s.weight {
 		return fmt.Errorf("room over its bounds with what it holds: %d+%d inputs, weight %d+%d", s.queued, s.held, s.weight, s.heldWeight)
 	}
-	if (s.closed || s.flushing) && waitingLanes > 0 {
-		return fmt.Errorf("%d lanes wait after drain or flush", waitingLanes)
+	if (s.closed || s.shuttingDown) && waitingLanes > 0 {
+		return fmt.Errorf("%d lanes wait after drain or shutdown", waitingLanes)
 	}
 	if s.closed && queued > 0 {
 		return fmt.Errorf("%d inputs wait after drain", queued)
@@ -261,13 +261,13 @@ func runState(t *testing.T, data []byte) {
 					t.Fatalf("step %d: %s, model says %v", step, what, want)
 				}
 			case 1:
+				s.shutdown()
+				m.shutdown()
+				what = "shutdown"
+			case 2, 3:
 				s.flush()
 				m.flush()
 				what = "flush"
-			case 2, 3:
-				s.hurry()
-				m.hurry()
-				what = "hurry"
 			case 4, 5: // a DoMany: all of its inputs or none, or room held for them
 				var err error
 				if what, err = manyStep(r, s, m, &entries, &holds, keys, now); err != nil {
@@ -287,7 +287,7 @@ func runState(t *testing.T, data []byte) {
 				}
 				got, want := s.room(len(h.ins), h.total, h.heaviest), m.many(h.ins, h.keys, now)
 				what = fmt.Sprintf("enter held %v = %d", h.ins, got)
-				if got != want || got != admitted && !s.closed && !s.flushing {
+				if got != want || got != admitted && !s.closed && !s.shuttingDown {
 					t.Fatalf("step %d: %s, model says %d: held room must let its inputs in", step, what, want)
 				}
 				if got == admitted {
@@ -411,7 +411,7 @@ func FuzzState(f *testing.F) {
 }
 
 // stateSeeds reach every transition: direct claims, full and partial lanes,
-// deadlines, drops of waiting and ready inputs, drain and flush.
+// deadlines, drops of waiting and ready inputs, drain, shutdown and flush.
 var stateSeeds = [][]byte{
 	// batch 2, weight 0, queued 5, no room weight, direct on, no delay: claims
 	{1, 0, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 3, 5, 0, 0, 1, 0, 0, 3, 5, 0},
@@ -419,7 +419,7 @@ var stateSeeds = [][]byte{
 	{2, 8, 10, 20, 0, 1, 0, 0, 1, 0, 2, 0, 1, 2, 1, 0, 7, 3, 3, 7, 1, 3, 5, 0, 3, 5, 0},
 	// heavy inputs, full by weight, drops, releases, then drain
 	{2, 4, 6, 12, 0, 2, 0, 1, 5, 0, 0, 1, 1, 0, 1, 2, 4, 2, 0, 6, 1, 3, 6, 0, 5, 0, 3, 9, 0, 5, 0},
-	// flush with waiting lanes, then release
+	// shutdown with waiting lanes, then release
 	{4, 0, 11, 0, 0, 3, 0, 0, 1, 0, 0, 1, 2, 1, 1, 2, 3, 0, 3, 9, 1, 3, 5, 0, 3, 5, 0, 0, 0, 1, 0, 0},
 	// room full by count and by weight
 	{1, 0, 1, 3, 0, 1, 0, 0, 2, 0, 0, 0, 2, 0, 0, 1, 4, 0, 0, 3, 5, 0, 0, 2, 5, 0, 0},

@@ -2,164 +2,31 @@ package ferry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
 
-// This file is the shell around the core: one goroutine (loop.run) owns the
+// This file is the loop: one goroutine per shard (loop.run) owns the core's
 // state and serialises every transition; workers run batched calls; callers
 // run direct calls. All of them talk to the loop through one channel, s.inc,
 // so that its order is the order of events: a worker's release is sent before
 // it answers its callers, so it cannot be overtaken by their next Do.
 
-// op is what a message asks of the loop.
-type op uint8
-
-const (
-	opAdmit     op = iota // from Do or Submit: admit m.w
-	opAdmitMany           // from DoMany: admit all of part m.worker of m.w.g, or none
-	opHold                // from DoMany over several shards: hold room for part m.worker of m.w.g
-	opUnhold              // from DoMany over several shards: let go of the room held
-	opDrop                // from Do or a Submit whose ctx ended: drop m.w if it still waits
-	opDropMany            // from DoMany whose ctx ended: drop what still waits of part m.worker of m.w.g
-	opStart               // from a direct call: it runs, and close cancels it with m.cancel
-	opRelease             // from a worker or a direct call: m.key's call is over
-	opAnswered            // from a worker: it has answered a job that asked for it (a Flush)
-	opNotified            // from a goroutine that called Submits' done: it has finished
-	opPanicked            // a Submit's done panicked, or OnBatch (m.worker 1)
-	opExit                // from a worker: it has gone
-	opStats               // from Stats: reply on m.stats
-	opFlush               // from Flush: m.cancel is its reply
-	opClose               // from Close
-	opShutdown            // from Shutdown
-)
-
-// direct is the worker of a release from a direct call.
-const direct = -1
-
-type msg[K comparable, I, O any] struct {
-	op     op
-	worker int32 // opRelease: the worker that is free again, or direct; a DoMany's: its part
-	key    K     // opRelease
-	w      *waiter[K, I, O]
-	stats  chan Stats
-	cancel context.CancelCauseFunc // opStart; for opFlush, the reply
-}
-
-// waiter is one input in progress: a Do's, a Submit's (done is set) or one
-// of a DoMany's (g is set). The caller writes its fields before it sends it
-// to the loop; after that only the loop-owned ones are written, by the loop.
-type waiter[K comparable, I, O any] struct {
-	in     [1]I // an array, so that a direct call passes in[:] without allocating
-	key    K
-	weight int64
-	rank   int64
-	at     time.Duration  // submission time, by clock: the caller's with stamp, the loop's with OnBatch (see loop.stamp), else zero
-	tk     ticket         // loop-owned: the input's ticket once admitted, else zero
-	c      chan result[O] // a Do's answer; a Submit's admission word, on a channel it holds until then
-
-	done func(O, error) // Submit: called once, off the loop, with the answer
-	stop func() bool    // Submit whose ctx can end: stops watching it
-	drop chan result[O] // Submit whose ctx ended: the loop's word on its drop
-	g    *group[K, I, O]
-	i    int // DoMany: its index in g; Submit, loop-owned: the number of its drop, for Flush
-
-	seen, withdrawn bool  // loop-owned, Submit: its admission was handled; its drop came first
-	part            int32 // DoMany: its part of g, the inputs in its shard
-}
-
-// group is one DoMany in progress: its inputs, and where their answers go.
-// Answers are written by index, then counted down in left; the caller reads
-// them once fin says none is left. Its inputs are in one part per shard.
-type group[K comparable, I, O any] struct {
-	ws    []waiter[K, I, O]
-	outs  []O
-	errs  []error
-	c     chan int      // word(i): a loop's word on part i, in its err or dropped
-	left  chan int      // the count of inputs not yet answered, taken and put back: see answered
-	fin   chan struct{} // sent once, by what answers the last input
-	parts []part[K, I, O]
-	lost  bool // a shard may yet send a word on c that no one waits for: never pooled
-}
-
-// part is a group's inputs in one shard, which that shard's loop admits,
-// holds room for and drops; it writes err and dropped before its word.
-type part[K comparable, I, O any] struct {
-	s               *shard[K, I, O]
-	n               int   // inputs
-	total, heaviest int64 // their weights; total < 0: the sum passes MaxInt64
-	held            bool  // loop-owned: the room holds n and total for it
-	granted         bool  // the caller took the part's room from spare: the loop adds it to its own
-	err             error
-	dropped         int
-	gone            bool // caller-owned: not admitted, and answered already
-}
-
-// result is an answer to a waiter, sent on its channel, which is buffered 1.
-// A waiter gets one answer, and its caller reads one. If the caller gave up
-// and asked for a drop, the loop's word on it (errDropped or errKept) is
-// sent only into an empty channel; a call's answer may follow an errKept,
-// into the channel the caller has emptied, so no send blocks.
-type result[O any] struct {
-	out O
-	err error
-}
-
-// Internal answers to a waiter, never returned by Do.
-var (
-	errClaimed   = errors.New("ferry: key claimed for a direct call") // the caller makes the call itself
-	errDropped   = errors.New("ferry: input dropped")                 // to opDrop: it was waiting, and is gone
-	errKept      = errors.New("ferry: input not waiting")             // to opDrop: it was not waiting
-	errAdmitted  = errors.New("ferry: input admitted")                // to a Submit: it waits
-	errWithdrawn = errors.New("ferry: input withdrawn")               // to a Submit whose drop came first
-)
-
-// start is a batch for worker id, sent once the wake-up has lent its room.
-type start[K comparable, I, O any] struct {
-	id int
-	j  job[K, I, O]
-}
-
-// job is a batch for a worker, and its call's context. With ack set the
-// worker sends opAnswered once it has answered the batch; an empty batch asks
-// for that alone.
-type job[K comparable, I, O any] struct {
-	key   K
-	batch []*waiter[K, I, O]
-	ack   bool
-	ctx   context.Context
-}
-
-// worker is the loop's handle on one worker goroutine. The loop fills its
-// two batch buffers in turn: the worker may still be answering the callers of
-// its previous batch, after its release, while the loop fills the other.
-type worker[K comparable, I, O any] struct {
-	jobs chan job[K, I, O] // loop -> worker; a batch only while idle, and a Flush's ping
-	bufs [2][]*waiter[K, I, O]
-	flip int
-	owed []owed // acks to come, in order
-
-	// With CancelAbandoned, while a batch is in flight: its tag (see flying),
-	// its inputs whose callers have not given up, and how to cancel its call.
-	tag    uint64
-	live   int
-	cancel context.CancelCauseFunc
-}
-
-// flying is the ticket of an input in batch n, taken by worker id, with
+// inFlight is the ticket of an input in batch n, taken by worker id, with
 // CancelAbandoned: once taken an input's ticket is the loop's, and this one
 // names no waiting input, as seqs never reach 1<<63.
-func flying(id int, n uint64) ticket { return ticket{rank: int64(id), seq: 1<<63 | n} }
+func inFlight(id int, n uint64) ticket { return ticket{rank: int64(id), seq: 1<<63 | n} }
 
-// owed is an ack a worker owes a Flush round: n of its inputs.
+// owed is an ack a worker owes a Flush round: n of its inputs. It has no
+// methods; the loop owns it.
 type owed struct {
 	round uint64
 	n     int
 }
 
 // round is a Flush in progress: it is over when left, the inputs admitted
-// before it and the calls and answers in flight then, reaches 0.
+// before it and the calls and answers in flight then, reaches 0. It has no
+// methods; the loop owns it.
 type round struct {
 	id      uint64
 	seq     uint64 // inputs with seqs up to this count
@@ -169,14 +36,15 @@ type round struct {
 	replies []context.CancelCauseFunc
 }
 
-// call is a direct call in flight: its claim's number and, once it runs, how
-// to cancel it.
-type call struct {
+// directCall is a direct call in flight: its claim's number and, once it
+// runs, how to cancel it. It has no methods; the loop owns it.
+type directCall struct {
 	n      uint64
 	cancel context.CancelCauseFunc
 }
 
-// loop is the state owned by the loop goroutine.
+// loop is the state owned by the loop goroutine. loop: its methods run on
+// the shard's loop goroutine, and on no other.
 type loop[K comparable, I, O any] struct {
 	f       *Ferry[K, I, O]
 	s       *shard[K, I, O] // the loop's: its channel, its end and its calls' context
@@ -186,8 +54,8 @@ type loop[K comparable, I, O any] struct {
 	most    int   // workers it may start
 	idle    []int // workers with no batch
 	alarm   alarm
-	directs map[K]call // direct calls in flight, by key
-	dpeak   int        // most directs since the map was rebuilt; see shrink
+	directs map[K]directCall // direct calls in flight, by key
+	dpeak   int              // most directs since the map was rebuilt; see shrink
 
 	round    *round                    // the Flush in progress
 	flushers []context.CancelCauseFunc // Flushes for the round after it
@@ -205,16 +73,9 @@ type loop[K comparable, I, O any] struct {
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
 
-	spare chan budget // the ferry's, with several shards: see budget
-
-	slots   chan struct{}  // the ferry's, with several shards: see slot
-	starved bool           // a lane is ready and a worker free, but no slot: run waits for one
-	held    int            // slots the shard holds, in use or not
-	flying  int            // batches in flight, each on a slot it holds
-	own     int            // its share of the slots: see slot
+	share   share[K, I, O] // the room and the slots the shards share
 	batch   []msg[K, I, O] // one wake-up's messages, with several shards: see receive
 	started []start[K, I, O]
-	freed   []freed[K, I, O] // words on room freed, with several shards: see free
 
 	stamps  bool          // OnBatch without a MaxBatchDelay: the loop stamps inputs, see stamp
 	stamped bool          // at is this wake-up's
@@ -230,16 +91,16 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		st:      newState[K, *waiter[K, I, O]](lim, f.origin),
 		workers: make([]worker[K, I, O], 0, most),
 		most:    most,
-		own:     own,
 		alarm:   newAlarm(),
-		directs: make(map[K]call),
+		directs: make(map[K]directCall),
 		stamps:  f.onBatch != nil && !f.stamp,
 		errFull: fmt.Errorf("%w: the room is full (MaxQueued %d)", ErrRejected, lim.queued),
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, lim.queuedWeight),
 	}
+	l.share = share[K, I, O]{st: l.st, lim: lim, own: own}
 	if n := len(f.shards); n > 1 { // the room starts in spare: see budget
-		l.spare, l.slots = f.spare, f.slots
+		l.share.spare, l.share.slots = f.spare, f.slots
 		l.st.grow(-lim.queued, -lim.queuedWeight)
 	}
 	if lim.queuedWeight == 0 {
@@ -248,23 +109,25 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 	return l
 }
 
-// spawn starts a worker, idle. Workers start as batches need them, up to most.
-func (l *loop[K, I, O]) spawn() {
+// startWorker starts a worker, idle. Workers start as batches need them, up
+// to most.
+func (l *loop[K, I, O]) startWorker() {
 	id := len(l.workers)
 	c := make(chan job[K, I, O], 2)                         // a batch and a ping
 	l.workers = append(l.workers, worker[K, I, O]{jobs: c}) // within cap: pointers stay
 	l.idle = append(l.idle, id)
-	go l.s.work(id, c)
+	go work(l.s, id, c)
 }
 
-// idler returns an idle worker for a batch, with a slot (see slot), starting
-// one if none is idle and fewer than most run; ok is false if it cannot.
-func (l *loop[K, I, O]) idler() (id int, ok bool) {
-	if len(l.idle) == 0 && len(l.workers) == l.most || !l.slot() {
+// takeWorker returns an idle worker for a batch, with a slot (see
+// share.takeSlot), starting one if none is idle and fewer than most run; ok is
+// false if it cannot.
+func (l *loop[K, I, O]) takeWorker() (id int, ok bool) {
+	if len(l.idle) == 0 && len(l.workers) == l.most || !l.share.takeSlot() {
 		return 0, false
 	}
 	if len(l.idle) == 0 {
-		l.spawn()
+		l.startWorker()
 	}
 	id = l.idle[len(l.idle)-1]
 	l.idle = l.idle[:len(l.idle)-1]
@@ -285,8 +148,8 @@ func (l *loop[K, I, O]) run() {
 			fire = l.alarm.t.C
 		}
 		var slot <-chan struct{}
-		if l.starved {
-			slot = l.slots
+		if l.share.starved {
+			slot = l.share.slots
 		}
 		if fire == nil && slot == nil {
 			l.receive(<-inc)
@@ -297,10 +160,10 @@ func (l *loop[K, I, O]) run() {
 			l.receive(m)
 		case <-fire:
 			l.alarm.fired()
-			l.turn(l.now())
+			l.dispatch(l.now())
 		case <-slot:
-			l.held++
-			l.turn(l.now())
+			l.share.held++
+			l.dispatch(l.now())
 		}
 	}
 }
@@ -310,7 +173,7 @@ func (l *loop[K, I, O]) run() {
 func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	now := l.now()
 	l.stamped = false
-	if l.spare == nil {
+	if l.share.spare == nil {
 		l.handle(m, now)
 		for n := len(l.s.inc); n > 0; n-- {
 			l.handle(<-l.s.inc, now)
@@ -320,20 +183,16 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 		for n := len(l.s.inc); n > 0; n-- {
 			l.batch = append(l.batch, <-l.s.inc)
 		}
-		l.reserve(l.batch)
+		l.share.borrowRoom(l.batch)
 		for _, m := range l.batch {
 			l.handle(m, now)
 		}
 		clear(l.batch)
 	}
-	l.lend() // what the messages freed, before their words: see free
-	for _, x := range l.freed {
-		x.send()
-	}
-	clear(l.freed)
-	l.freed = l.freed[:0]
-	l.settle() // after the words, which Flush waits for; before turn, as a round it starts makes lanes due
-	l.turn(now)
+	l.share.giveBackRoom() // what the messages freed, before their words: see replyAfterLend
+	l.share.sendReplies()
+	l.settle() // after the words, which Flush waits for; before dispatch, as a round it starts makes lanes due
+	l.dispatch(now)
 }
 
 // now is the time, read only when deadlines exist: with zero delay the core
@@ -351,7 +210,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 	case opAdmit:
 		w := m.w
 		if w.done != nil {
-			l.submit(w, now)
+			l.admitSubmit(w, now)
 			return
 		}
 		o, tk := st.admit(w.key, w.weight, w.rank, w.at, now, w)
@@ -363,24 +222,24 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		case claimed:
 			l.tally.DirectCalls++
 			l.claims++
-			l.directs[w.key] = call{n: l.claims}
+			l.directs[w.key] = directCall{n: l.claims}
 			l.dpeak = max(l.dpeak, len(l.directs))
 			w.c <- result[O]{err: errClaimed}
 		default:
-			w.c <- result[O]{err: l.refusal(o, 1, w.weight, 1)}
+			w.c <- result[O]{err: l.reject(o, 1, w.weight, 1)}
 		}
 	case opAdmitMany, opHold, opUnhold:
-		l.admitMany(m.w.g, m.worker, m.op, now)
+		l.admitPart(m.w.g, m.worker, m.op, now)
 	case opDrop:
 		w := m.w
 		if w.done != nil {
-			l.withdraw(w, now)
+			l.dropSubmit(w, now)
 			return
 		}
 		if _, ok := st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
 			l.tally.Dropped++
-			l.count(w.tk.seq <= l.flushed())
-			l.free(freed[K, I, O]{c: w.c, r: result[O]{err: errDropped}}) // w.c is empty: it had no answer
+			l.countIf(w.tk.seq <= l.roundSeq())
+			l.share.replyAfterLend(later[K, I, O]{c: w.c, r: result[O]{err: errDropped}}) // w.c is empty: it had no answer
 			return
 		}
 		l.gaveUp(w)
@@ -396,26 +255,26 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			case w.part != m.worker:
 			case l.dropOne(w, now):
 				p.dropped++
-				l.count(w.tk.seq <= l.flushed())
+				l.countIf(w.tk.seq <= l.roundSeq())
 			default:
 				l.gaveUp(w)
 			}
 		}
-		l.free(freed[K, I, O]{g: g, i: m.worker})
+		l.share.replyAfterLend(later[K, I, O]{g: g, i: m.worker})
 	case opStart:
 		if l.closing {
 			go m.cancel(ErrClosed) // see close
 		} else {
-			l.directs[m.key] = call{l.directs[m.key].n, m.cancel}
+			l.directs[m.key] = directCall{l.directs[m.key].n, m.cancel}
 		}
 	case opRelease:
 		st.release(m.key, now)
-		if m.worker == direct {
-			l.count(l.round != nil && l.directs[m.key].n <= l.round.claims)
+		if m.worker == byCaller {
+			l.countIf(l.round != nil && l.directs[m.key].n <= l.round.claims)
 			delete(l.directs, m.key)
 			l.directs = shrink(l.directs, &l.dpeak)
 		} else {
-			l.unslot()
+			l.share.releaseSlot()
 			l.idle = append(l.idle, int(m.worker))
 			if wk := &l.workers[m.worker]; wk.cancel != nil {
 				wk.cancel(nil) // the call is over: free its context
@@ -432,7 +291,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 	case opNotified:
 		l.notify--
 		if w := m.w; w != nil {
-			l.count(l.round != nil && (uint64(w.i) <= l.round.drops || w.tk.seq <= l.round.seq))
+			l.countIf(l.round != nil && (uint64(w.i) <= l.round.drops || w.tk.seq <= l.round.seq))
 		}
 	case opPanicked:
 		if m.worker == 1 {
@@ -447,7 +306,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		}
 		l.flushers = append(l.flushers, m.cancel)
 		if l.round == nil {
-			l.flush()
+			l.startRound()
 		}
 	case opExit:
 		l.exited++
@@ -456,8 +315,8 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 	case opClose:
 		l.close()
 	case opShutdown:
-		if !st.closed && !st.flushing {
-			st.flush()
+		if !st.closed && !st.shuttingDown {
+			st.shutdown()
 		}
 	}
 }
@@ -476,10 +335,10 @@ func (l *loop[K, I, O]) stamp(w *waiter[K, I, O]) {
 	w.at = l.at
 }
 
-// refusal is the error for n inputs, the heaviest heaviest, that the room
+// reject is the error for n inputs, the heaviest heaviest, that the room
 // did not admit with outcome o, and counts all of them as rejected, for the
 // same reason: all the inputs of a DoMany over several shards, if not n.
-func (l *loop[K, I, O]) refusal(o outcome, n int, heaviest int64, all int) error {
+func (l *loop[K, I, O]) reject(o outcome, n int, heaviest int64, all int) error {
 	if o == refused {
 		return ErrClosed
 	}
@@ -511,9 +370,9 @@ func (l *loop[K, I, O]) refusal(o outcome, n int, heaviest int64, all int) error
 	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, all)
 }
 
-// submit admits a Submit's input, never claiming its key, and gives the
+// admitSubmit admits a Submit's input, never claiming its key, and gives the
 // Submit its word: errAdmitted, errWithdrawn if its drop came first, or why not.
-func (l *loop[K, I, O]) submit(w *waiter[K, I, O], now time.Time) {
+func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Time) {
 	w.seen = true
 	if w.withdrawn {
 		w.drop <- result[O]{err: errKept}
@@ -522,7 +381,7 @@ func (l *loop[K, I, O]) submit(w *waiter[K, I, O], now time.Time) {
 	}
 	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
 	if o != admitted {
-		w.c <- result[O]{err: l.refusal(o, 1, w.weight, 1)}
+		w.c <- result[O]{err: l.reject(o, 1, w.weight, 1)}
 		return
 	}
 	l.stamp(w)
@@ -531,19 +390,19 @@ func (l *loop[K, I, O]) submit(w *waiter[K, I, O], now time.Time) {
 	w.c <- result[O]{err: errAdmitted}
 }
 
-// withdraw is a drop for a Submit whose ctx ended: the word goes to w.drop,
+// dropSubmit is a drop for a Submit whose ctx ended: the word goes to w.drop,
 // and if the input is dropped its done is called by the goroutine that asked,
 // which the loop then waits for. A drop that comes before its admission
 // withdraws the input.
-func (l *loop[K, I, O]) withdraw(w *waiter[K, I, O], now time.Time) {
+func (l *loop[K, I, O]) dropSubmit(w *waiter[K, I, O], now time.Time) {
 	switch {
 	case !w.seen:
-		w.withdrawn = true // submit answers both
+		w.withdrawn = true // admitSubmit answers both
 	case l.dropOne(w, now):
 		l.drops++
 		w.i = int(l.drops)
 		l.notify++
-		l.free(freed[K, I, O]{c: w.drop, r: result[O]{err: errDropped}})
+		l.share.replyAfterLend(later[K, I, O]{c: w.drop, r: result[O]{err: errDropped}})
 	default:
 		l.gaveUp(w)
 		w.drop <- result[O]{err: errKept}
@@ -566,23 +425,23 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
 	}
 }
 
-// admitMany handles part i of a DoMany: admits all its inputs, in order, or
+// admitPart handles part i of a DoMany: admits all its inputs, in order, or
 // none; or, over several shards, holds room for them first, or lets it go.
 // The room held is let go before the part is admitted or refused.
-func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Time) {
+func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Time) {
 	p := &g.parts[i]
 	if p.held {
 		l.st.unhold(p.n, p.total)
 		p.held = false
 	}
 	if p.granted { // its room, from spare: see borrow
-		l.grow(p.n, p.total)
+		l.share.addGranted(p.n, p.total)
 		p.granted = false
 	}
 	switch r := l.st.room(p.n, p.total, p.heaviest); {
 	case o == opUnhold:
 	case r != admitted:
-		p.err = l.refusal(r, p.n, p.heaviest, len(g.ws))
+		p.err = l.reject(r, p.n, p.heaviest, len(g.ws))
 	case o == opHold:
 		l.st.hold(p.n, p.total)
 		p.held = true
@@ -595,13 +454,8 @@ func (l *loop[K, I, O]) admitMany(g *group[K, I, O], i int32, o op, now time.Tim
 		}
 		l.tally.Admitted += uint64(p.n)
 	}
-	l.free(freed[K, I, O]{g: g, i: i}) // room held or granted may have been let go
+	l.share.replyAfterLend(later[K, I, O]{g: g, i: i}) // room held or granted may have been let go
 }
-
-// word is a loop's word on part i of a group, on its channel: the part's
-// own, so that a word that no one waited for, from a shard that ended, is
-// told from the next.
-func word(i int32) int { return -1 - int(i) }
 
 // dropOne drops w if it still waits, and counts it.
 func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Time) bool {
@@ -612,25 +466,25 @@ func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Time) bool {
 	return ok
 }
 
-// flushed is the last seq the Flush in progress counts, or 0.
-func (l *loop[K, I, O]) flushed() uint64 {
+// roundSeq is the last seq the Flush in progress counts, or 0.
+func (l *loop[K, I, O]) roundSeq() uint64 {
 	if l.round == nil {
 		return 0
 	}
 	return l.round.seq
 }
 
-// count counts one thing the Flush in progress waited for as done, if ok.
-func (l *loop[K, I, O]) count(ok bool) {
+// countIf counts one thing the Flush in progress waited for as done, if ok.
+func (l *loop[K, I, O]) countIf(ok bool) {
 	if ok {
 		l.round.left--
 	}
 }
 
-// flush starts a round for the Flushes waiting: every input waiting is due
+// startRound starts a round for the Flushes waiting: every input waiting is due
 // now, and it waits for those, for the direct calls and Submits' done in
 // flight, and for every worker to answer what it holds (it is pinged).
-func (l *loop[K, I, O]) flush() {
+func (l *loop[K, I, O]) startRound() {
 	l.rounds++
 	r := &round{id: l.rounds, seq: l.st.seq, claims: l.claims, drops: l.drops, replies: l.flushers}
 	l.flushers = nil
@@ -641,12 +495,12 @@ func (l *loop[K, I, O]) flush() {
 		wk.jobs <- job[K, I, O]{ack: true}
 	}
 	l.round = r
-	l.st.hurry()
+	l.st.flush()
 }
 
 // settle ends the round once it has nothing left, and starts the next. Only
 // messages count a round down, so it runs once a wake-up has handled them,
-// before its turn: the next round may have nothing left (it ends at once) or
+// before its dispatch: the next round may have nothing left (it ends at once) or
 // lanes it made due, and a shard may have no worker to ping, whose answer
 // would wake the loop again.
 func (l *loop[K, I, O]) settle() {
@@ -656,19 +510,19 @@ func (l *loop[K, I, O]) settle() {
 		}
 		l.round = nil
 		if len(l.flushers) > 0 && !l.closing {
-			l.flush()
+			l.startRound()
 		}
 	}
 }
 
-// turn starts a batch on every idle worker while a lane is ready, then sets
+// dispatch starts a batch on every idle worker while a lane is ready, then sets
 // the alarm to the earliest deadline left, which is in the future if a worker
 // is idle.
-func (l *loop[K, I, O]) turn(now time.Time) {
+func (l *loop[K, I, O]) dispatch(now time.Time) {
 	st := l.st
-	l.starved = false
+	l.share.starved = false
 	for st.hasReady(now) {
-		id, ok := l.idler()
+		id, ok := l.takeWorker()
 		if !ok {
 			break
 		}
@@ -676,7 +530,7 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		key, batch, _ := st.take(now, wk.bufs[wk.flip][:0])
 		wk.bufs[wk.flip] = batch
 		wk.flip ^= 1
-		l.flying++
+		l.share.flying++
 		l.tally.Batches++
 		l.tally.Taken += uint64(len(batch))
 		j := job[K, I, O]{key: key, batch: batch, ctx: l.s.ctx}
@@ -693,15 +547,15 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 		}
 		if l.f.cancelAbandoned { // after the round's look at the tickets
 			j.ctx, wk.cancel = context.WithCancelCause(l.s.ctx) // the ferry's: no user code
-			wk.tag, wk.live = flying(id, l.tally.Batches).seq, len(batch)
+			wk.tag, wk.live = inFlight(id, l.tally.Batches).seq, len(batch)
 			for _, w := range batch {
-				w.tk = flying(id, l.tally.Batches)
+				w.tk = inFlight(id, l.tally.Batches)
 			}
 		}
 		l.started = append(l.started, start[K, I, O]{id, j})
 	}
-	l.keep() // none unused if starved; else no lane is ready, or no worker is free
-	l.lend() // before the batches start: their callers may come back to another shard
+	l.share.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
+	l.share.giveBackRoom()      // before the batches start: their callers may come back to another shard
 	for _, s := range l.started {
 		l.workers[s.id].jobs <- s.j
 	}
@@ -711,7 +565,7 @@ func (l *loop[K, I, O]) turn(now time.Time) {
 	// or a slot, which wake the loop anyway; a due lane must not keep the
 	// alarm ringing meanwhile.
 	t, ok := st.earliest()
-	l.alarm.arm(t, ok && (len(l.idle) > 0 || len(l.workers) < l.most) && !l.starved, now)
+	l.alarm.arm(t, ok && (len(l.idle) > 0 || len(l.workers) < l.most) && !l.share.starved, now)
 }
 
 // close drains the room, answering every waiting caller with ErrClosed, and
@@ -730,7 +584,7 @@ func (l *loop[K, I, O]) close() {
 	}
 	if len(subs) > 0 { // done is user code: off the loop, which waits for it
 		l.notify++
-		go l.s.notifyAll(subs, ErrClosed)
+		go callDoneAll(l.s, subs, ErrClosed)
 	}
 	clear(l.drained)
 	l.s.cancel(ErrClosed)
@@ -751,12 +605,12 @@ func (l *loop[K, I, O]) close() {
 	l.flushers = nil
 }
 
-// end moves the close along and reports whether the loop is over: a flushed
-// room that has emptied closes; a closing ferry with no call in flight stops
+// end moves the close along and reports whether the loop is over: a room
+// shutting down that has emptied closes; a closing ferry with no call in flight stops
 // its workers; once they have gone, done is closed.
 func (l *loop[K, I, O]) end() bool {
 	st := l.st
-	if st.flushing && st.idle() {
+	if st.shuttingDown && st.idle() {
 		l.close()
 	}
 	if !l.closing || st.busy > 0 || l.notify > 0 {

@@ -11,18 +11,18 @@ import (
 // model is a deliberately naive waiting room, written from the design's rules
 // with plain slices and linear scans, to check state against. Entries are ints.
 type model struct {
-	lim      limits
-	t0       time.Time
-	lanes    []*mlane // in creation order
-	ready    []string // keys, first come first served
-	queued   int
-	weight   int64
-	busy     int
-	wseq     int // order in which lanes started waiting
-	aseq     int // arrival order
-	closed   bool
-	flushing bool
-	hurried  int // inputs that arrived before this are due: see hurry
+	lim          limits
+	t0           time.Time
+	lanes        []*mlane // in creation order
+	ready        []string // keys, first come first served
+	queued       int
+	weight       int64
+	busy         int
+	wseq         int // order in which lanes started waiting
+	aseq         int // arrival order
+	closed       bool
+	shuttingDown bool
+	flushed      int // inputs that arrived before this are due: see flush
 
 	held       int   // room held for inputs not yet entered
 	heldWeight int64 // and their weight
@@ -104,8 +104,8 @@ func (m *model) full(l *mlane) bool {
 func (m *model) deadline(l *mlane) time.Time {
 	oldest := l.items[0].at
 	for _, it := range l.items {
-		if it.arrival < m.hurried {
-			return time.Time{} // due since a hurry: before any now
+		if it.arrival < m.flushed {
+			return time.Time{} // due since a flush: before any now
 		}
 		if it.at.Before(oldest) {
 			oldest = it.at
@@ -127,7 +127,7 @@ func (m *model) toReady(l *mlane) {
 // place: a lane's place in the ready line is when it became ready, so the
 // lanes due by now go first.
 func (m *model) place(l *mlane, now time.Time) {
-	if m.lim.delay == 0 || m.flushing || m.full(l) || !m.deadline(l).After(now) {
+	if m.lim.delay == 0 || m.shuttingDown || m.full(l) || !m.deadline(l).After(now) {
 		m.promote(now)
 		m.toReady(l)
 		return
@@ -141,7 +141,7 @@ func (m *model) wait(l *mlane) {
 }
 
 func (m *model) admit(key string, weight, rank int64, at, now time.Time, e int) outcome {
-	if m.closed || m.flushing {
+	if m.closed || m.shuttingDown {
 		return refused
 	}
 	if weight > orMax(m.lim.queuedWeight) {
@@ -157,7 +157,7 @@ func (m *model) admit(key string, weight, rank int64, at, now time.Time, e int) 
 
 // join is admit without a claim.
 func (m *model) join(key string, weight, rank int64, at, now time.Time, e int) outcome {
-	if m.closed || m.flushing {
+	if m.closed || m.shuttingDown {
 		return refused
 	}
 	if weight > orMax(m.lim.queuedWeight) {
@@ -195,7 +195,7 @@ func (m *model) room(ins []mitem, keys []string, now time.Time, hold bool) outco
 		ws[i] = it.weight
 	}
 	switch room := big.NewInt(orMax(m.lim.queuedWeight)); {
-	case m.closed || m.flushing:
+	case m.closed || m.shuttingDown:
 		return refused
 	case slices.Max(ws) > room.Int64() || bigSum(ws...).Cmp(big.NewInt(math.MaxInt64)) > 0:
 		return rejectedHeavy
@@ -310,7 +310,7 @@ func (m *model) drop(key string, e int, now time.Time) bool {
 		m.remove(l)
 	case l.waiting:
 		l.due = m.deadline(l)
-	case m.isReady(l) && m.lim.delay > 0 && !m.flushing && !m.full(l) && m.deadline(l).After(now):
+	case m.isReady(l) && m.lim.delay > 0 && !m.shuttingDown && !m.full(l) && m.deadline(l).After(now):
 		m.ready = slices.DeleteFunc(m.ready, func(k string) bool { return k == l.key })
 		m.wait(l) // ready only because it was full: back to waiting
 	}
@@ -335,15 +335,15 @@ func (m *model) drain() []int {
 	return out
 }
 
-func (m *model) flush() {
-	m.flushing = true
+func (m *model) shutdown() {
+	m.shuttingDown = true
 	m.promote(time.Unix(1<<40, 0)) // every waiting lane, in deadline order
 }
 
-// hurry: every input waiting now is due now, and stays due when its lane
+// flush: every input waiting now is due now, and stays due when its lane
 // is placed again.
-func (m *model) hurry() {
-	m.hurried = m.aseq
+func (m *model) flush() {
+	m.flushed = m.aseq
 	m.promote(time.Unix(1<<40, 0))
 }
 

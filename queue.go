@@ -14,7 +14,8 @@ import (
 // that leaves a tombstone, O(log n); tombstones are compacted once they
 // outnumber the live items, so they cost O(1) amortized. The first item out
 // of rank order moves the queue into a btree, O(log n) for everything, until
-// it empties. Its zero value is an empty queue.
+// it empties. Its zero value is an empty queue. loop: its methods run on the
+// shard's loop goroutine, as part of the core's state.
 type queue[E any] struct {
 	run  deque.Deque[item[E]] // sorted by (rank, seq); both ends live; dead items weigh -1
 	dead int                  // tombstones in run
@@ -63,7 +64,7 @@ func (q *queue[E]) min() item[E] {
 func (q *queue[E]) pop() item[E] {
 	if q.tree != nil {
 		it, _ := q.tree.DeleteMin()
-		q.settle()
+		q.untree()
 		return it
 	}
 	it := q.run.PopFront()
@@ -107,7 +108,7 @@ func (q *queue[E]) take(batch []E, n int, budget int64) ([]E, int64) {
 func (q *queue[E]) remove(rank int64, seq uint64) (item[E], bool) {
 	if q.tree != nil {
 		it, ok := q.tree.Delete(item[E]{rank: rank, seq: seq})
-		q.settle()
+		q.untree()
 		return it, ok
 	}
 	lo, hi := 0, q.run.Len() // seq ascends along run
@@ -182,8 +183,8 @@ func (q *queue[E]) compact() {
 	q.dead = 0
 }
 
-// settle returns an emptied tree's nodes, so the queue is a deque again.
-func (q *queue[E]) settle() {
+// untree returns an emptied tree's nodes, so the queue is a deque again.
+func (q *queue[E]) untree() {
 	if q.tree.Len() == 0 {
 		q.tree.Clear(true)
 		q.tree = nil

@@ -52,7 +52,7 @@ func TestShare(t *testing.T) {
 	for _, tc := range []struct{ total, n int }{{10, 3}, {3, 3}, {7, 2}, {math.MaxInt, 7}} {
 		sum := 0
 		for i := range tc.n {
-			s := share(tc.total, tc.n, i)
+			s := shareOf(tc.total, tc.n, i)
 			assert.GreaterOrEqual(t, s, tc.total/tc.n)
 			sum += s
 		}
@@ -460,7 +460,7 @@ func TestFlushIsToldAfterTheDropsItWaitedFor(t *testing.T) {
 		held := []chan answer{h.do(ctx, in{Key: b[0], ID: 1}), h.do(ctx, in{Key: b[1], ID: 2})}
 		advance(time.Hour) // b's shard runs both, on every slot: a's shard has none
 		w := &waiter[string, in, int]{c: make(chan result[int], 1)}
-		require.NoError(t, h.f.prepare(w, in{Key: a[0], ID: 3}))
+		require.NoError(t, w.prepare(h.f, in{Key: a[0], ID: 3}))
 		s := h.f.shardOf(a[0])
 		s.inc <- msg[string, in, int]{op: opAdmit, w: w}
 		synctest.Wait()

@@ -48,7 +48,7 @@ const (
 	claimed                      // the key is busy with this caller's direct call
 	rejectedFull                 // the room is full by count or weight (or the total would pass MaxInt64)
 	rejectedHeavy                // heavier than the whole room can ever hold
-	refused                      // the room is closed (drained or flushing)
+	refused                      // the room is closed (drained or shutting down)
 )
 
 // ticket names an admitted input, for drop.
@@ -119,6 +119,7 @@ const hotLane = 16
 const baseCap = 128
 
 // state is the waiting room. Its zero value is not usable: use newState.
+// loop: its methods run on the shard's loop goroutine, its only owner.
 type state[K comparable, E any] struct {
 	lim    limits
 	origin time.Time // times are kept as ns since origin
@@ -136,11 +137,11 @@ type state[K comparable, E any] struct {
 	heldWeight int64 // and their weight; queued+held and weight+heldWeight stay within the limits
 	heavy      int64 // the whole room's weight: lim.queuedWeight unless grow changed that
 
-	seq      uint64 // last sequence handed out, for items and refs
-	closed   bool   // drained: nothing is admitted again
-	flushing bool   // flushed: nothing is admitted again, every lane is due
-	hurried  uint64 // inputs with a seq up to this are due: see hurry
-	peak     int    // most lanes since the map was last rebuilt; see shrink
+	seq          uint64 // last sequence handed out, for items and refs
+	closed       bool   // drained: nothing is admitted again
+	shuttingDown bool   // nothing is admitted again, every lane is due: see shutdown
+	flushed      uint64 // inputs with a seq up to this are due: see flush
+	peak         int    // most lanes since the map was last rebuilt; see shrink
 
 	free      []*lane[K, E]
 	itemsFree *btree.FreeListG[item[E]] // nodes for lanes whose ranks arrive out of order
@@ -221,7 +222,7 @@ func (s *state[K, E]) join(key K, weight, rank int64, at time.Duration, now time
 // sum that passes MaxInt64, heavier than any room. Weights must not be negative.
 func (s *state[K, E]) room(n int, total, heaviest int64) outcome {
 	switch {
-	case s.closed || s.flushing:
+	case s.closed || s.shuttingDown:
 		return refused
 	case heaviest > s.heavy || total < 0:
 		return rejectedHeavy
@@ -362,7 +363,7 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Time) (e E, ok bool) {
 		if d := s.deadline(l); d != l.due {
 			s.rekey(l, d) // the oldest input left
 		}
-	case l.phase == phaseReady && !s.flushing && !s.full(l):
+	case l.phase == phaseReady && !s.shuttingDown && !s.full(l):
 		if d := s.deadline(l); d > s.nsIf(now) {
 			s.unready(l)
 			s.wait(l, d) // Ready -> Waiting: it was ready only because full
@@ -396,23 +397,23 @@ func (s *state[K, E]) drain(buf []E) []E {
 	return buf
 }
 
-// flush starts a graceful shutdown: nothing is admitted again, and every lane
+// shutdown closes the room gracefully: nothing is admitted again, and every lane
 // is due at once, now and when released, so what waits runs without waiting
 // for deadlines.
-func (s *state[K, E]) flush() {
-	s.flushing = true
+func (s *state[K, E]) shutdown() {
+	s.shuttingDown = true
 	for s.waiting.Len() > 0 {
 		r, _ := s.waiting.DeleteMin()
 		s.pushReady(r.l)
 	}
 }
 
-// hurry makes every input waiting now due now, without closing the room:
+// flush makes every input waiting now due now, without closing the room:
 // waiting lanes join the ready line, and a lane that holds any of these
 // inputs is ready whenever it is placed again. Later inputs keep their own
 // deadlines.
-func (s *state[K, E]) hurry() {
-	s.hurried = s.seq
+func (s *state[K, E]) flush() {
+	s.flushed = s.seq
 	for s.waiting.Len() > 0 {
 		r, _ := s.waiting.DeleteMin()
 		s.pushReady(r.l)
@@ -468,22 +469,22 @@ func (s *state[K, E]) full(l *lane[K, E]) bool {
 }
 
 // deadline is the oldest waiting input's submission time plus the delay, or
-// MinInt64 if hurry made one of its inputs due. It scans the lane, so it is
+// MinInt64 if flush made one of its inputs due. It scans the lane, so it is
 // called on partial lanes only: fewer than batchSize.
 func (s *state[K, E]) deadline(l *lane[K, E]) int64 {
 	oldest, first := l.items.min().at, l.items.min().seq
 	l.items.each(func(it item[E]) { oldest, first = min(oldest, it.at), min(first, it.seq) })
-	if first <= s.hurried {
+	if first <= s.flushed {
 		return math.MinInt64
 	}
 	return s.dueAt(oldest)
 }
 
 // place puts an idle lane with items where it belongs at now (ns): the ready
-// line if it is full, flushing, or due; else the waiting tree. Lanes due at
+// line if it is full, shutting down, or due; else the waiting tree. Lanes due at
 // now go into the line before it: a lane's place is when it became ready.
 func (s *state[K, E]) place(l *lane[K, E], now int64) {
-	if s.lim.delay > 0 && !s.flushing && !s.full(l) {
+	if s.lim.delay > 0 && !s.shuttingDown && !s.full(l) {
 		if d := s.deadline(l); d > now {
 			s.wait(l, d)
 			return

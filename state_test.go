@@ -88,7 +88,7 @@ func TestAdmitOutcomes(t *testing.T) {
 	}{
 		{"admitted", limits{}, nil, 1, admitted},
 		{"closed by drain", limits{}, func(c *core) { c.drain(nil) }, 1, refused},
-		{"closed by flush", limits{}, func(c *core) { c.flush() }, 1, refused},
+		{"closed by shutdown", limits{}, func(c *core) { c.shutdown() }, 1, refused},
 		{"heavier than the room", limits{queuedWeight: 5}, nil, 6, rejectedHeavy},
 		{"heavy even when it could be direct", limits{queuedWeight: 5, direct: true}, nil, 6, rejectedHeavy},
 		{"as heavy as the room", limits{queuedWeight: 5}, nil, 5, admitted},
@@ -429,14 +429,14 @@ func TestDrainWithBusyLane(t *testing.T) {
 	assert.True(t, c.idle())
 }
 
-func TestFlush(t *testing.T) {
+func TestShutdown(t *testing.T) {
 	c := newCore(t, limits{batchSize: 2, delay: time.Hour})
 	b0 := c.add("b", ms(2))
 	a0 := c.add("a", ms(1))
 	c0, c1 := c.add("c", t0), c.add("c", t0)
 	c.takes(t0, "c", c0, c1)
 	c2, c3, c4 := c.add("c", t0), c.add("c", t0), c.add("c", t0)
-	c.flush()
+	c.shutdown()
 	require.NoError(t, checkState(c.state))
 	_, o, _ := c.in("a", 1, 0, t0)
 	assert.Equal(t, refused, o)
@@ -457,14 +457,14 @@ func TestFlush(t *testing.T) {
 	assert.Empty(t, c.drain(nil))
 }
 
-func TestHurry(t *testing.T) {
+func TestFlush(t *testing.T) {
 	c := newCore(t, limits{batchSize: 3, delay: time.Hour})
 	b0 := c.add("b", ms(2))
 	a0 := c.add("a", ms(1))
 	c0 := c.add("c", t0.Add(-time.Hour))
-	c.takes(t0, "c", c0) // c busy before the hurry: its later input waits behind it
+	c.takes(t0, "c", c0) // c busy before the flush: its later input waits behind it
 	c1 := c.add("c", t0)
-	c.hurry()
+	c.flush()
 	require.NoError(t, checkState(c.state))
 	a1 := c.add("a", ms(3)) // admitted after: the lane is ready already
 	d0 := c.add("d", ms(3)) // a new lane keeps its own deadline
@@ -475,15 +475,15 @@ func TestHurry(t *testing.T) {
 	c.takes(ms(3), "b", b0)
 	c.none(ms(3))
 	c.rel("c", ms(3))
-	c.takes(ms(3), "c", c1) // placed again after the hurry: still due
+	c.takes(ms(3), "c", c1) // placed again after the flush: still due
 	c.none(ms(4))
 	c.takes(ms(3).Add(time.Hour), "d", d0)
 
-	// A ready lane hurried and then left partial by a drop stays ready.
+	// A ready lane flushed and then left partial by a drop stays ready.
 	c = newCore(t, limits{batchSize: 2, delay: time.Hour})
 	e0 := c.add("e", t0)
 	_, _, tk := c.in("e", 1, 0, t0)
-	c.hurry()
+	c.flush()
 	_, ok = c.drop("e", tk, t0)
 	require.True(t, ok)
 	require.NoError(t, checkState(c.state))
@@ -501,7 +501,7 @@ func TestRoom(t *testing.T) {
 	require.Equal(t, admitted, o)
 	assert.Equal(t, rejectedFull, c.room(1, 5, 5))
 	assert.Equal(t, admitted, c.room(2, 4, 2))
-	c.flush()
+	c.shutdown()
 	assert.Equal(t, refused, c.room(1, 1, 1))
 }
 

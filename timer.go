@@ -4,7 +4,8 @@ import "time"
 
 // alarm is the loop's one timer, set to the core's earliest deadline. It only
 // wakes the loop: the loop then asks the core what is due at the time it
-// reads, so a late or spurious fire does no harm.
+// reads, so a late or spurious fire does no harm. loop: its methods run on
+// the shard's loop goroutine.
 type alarm struct {
 	t  *time.Timer
 	at time.Time // when t fires; zero while it is stopped or has fired

@@ -1,18 +1,21 @@
 /*
  * ferry.pml: a SPIN model of ferry's protocol as the Go code implements it
- * (ferry.go, loop.go, call.go, state.go). See README.md in this directory;
- * model/check runs every configuration and every mutation.
+ * (do.go, submit.go, many.go, loop.go, worker.go, call.go, state.go). See
+ * README.md in this directory; model/check runs every configuration and every
+ * mutation.
  *
  * Processes and the Go code they stand for:
- *   caller    Ferry.Do, answer, abandon, direct; or Submit (caller 1, SUBMIT),
- *             or DoMany and abandonMany (caller 0, MANY)   (ferry.go, call.go)
- *   loop      loop.run, receive, handle, submit, withdraw, admitMany, turn,
- *             flush, settle, close, end, and the core state.admit/join/room/
- *             enter/claim/take/release/drop/drain/flush/hurry (loop.go, state.go)
- *   worker    work, finish, reply (call.go); started by the loop's turn as
- *             batches need them (idler, spawn: loop.go), up to NW
- *   watcher   the AfterFunc of a Submit's ctx: Ferry.withdraw (ferry.go)
- *   notifier  notifyAll, started by loop.close            (call.go)
+ *   caller    doInput, finishDo, abandon (do.go), direct (call.go); or
+ *             submitInput (caller 1, SUBMIT: submit.go), or doInputs and
+ *             group.abandon (caller 0, MANY: many.go)
+ *   loop      loop.run, receive, handle, admitSubmit, dropSubmit, admitPart,
+ *             dispatch, startRound, settle, close, end, and the core
+ *             state.admit/join/room/enter/claim/take/release/drop/drain/
+ *             shutdown/flush (loop.go, state.go)
+ *   worker    work, finish, reply (worker.go); started by the loop's dispatch
+ *             as batches need them (takeWorker, startWorker: loop.go), up to NW
+ *   watcher   the AfterFunc of a Submit's ctx: submitCtxDone (submit.go)
+ *   notifier  callDoneAll, started by loop.close           (worker.go)
  *   flusher   Flush                                        (ferry.go)
  *   closer    Close, Shutdown                              (ferry.go)
  *
@@ -114,7 +117,7 @@ chan gc = [2] of { byte };                   /* the DoMany's g.c, words only: le
 chan gleft = [1] of { byte };                /* g.left: the token, the count of inputs not yet answered */
 chan gfin = [1] of { bit };                  /* g.fin: sent once, by what answers the last input */
 chan wd = [1] of { mtype };                  /* the Submit's w.drop */
-chan nch = [1] of { bit };                   /* go l.f.notifyAll(subs, ErrClosed) */
+chan nch = [1] of { bit };                   /* go callDoneAll(l.s, subs, ErrClosed) */
 chan fc[2] = [1] of { mtype };               /* each Flush's reply, c */
 
 bool done;                                   /* f.done is closed */
@@ -129,12 +132,12 @@ byte rn;            /* lanes in the ready line */
 byte queued;        /* inputs waiting */
 byte busy;          /* calls in flight, batched and direct */
 bool closed;        /* drained */
-bool flushing;      /* flushed by Shutdown */
-bit  old[NI];       /* seq <= hurried, and <= the round's seq: admitted before the Flush */
+bool flushing;      /* st.shuttingDown: set by Shutdown */
+bit  old[NI];       /* seq <= flushed, and <= the round's seq: admitted before the Flush */
 /* ---- owned by the loop: the shell (loop.go) ---- */
 byte idl[NW];       /* l.idle, a stack */
 byte nidle;
-byte nwk;           /* len(l.workers): workers started (spawn), 0 at New */
+byte nwk;           /* len(l.workers): workers started (startWorker), 0 at New */
 bit  flip[NW];      /* wk.flip */
 byte bufc[NW*2*BS]; /* wk.bufs[2]: input+1 */
 bool closing, stopped;
@@ -268,12 +271,13 @@ inline removeLane(kk) {
 	ph[kk] = IDLE
 }
 
-/* a lane holds an input that a Flush hurried: its deadline is MinInt64 */
+/* a lane holds an input that a Flush made due: its deadline is MinInt64 */
 #define hurried(kk) ((it[(kk)*BS] > 0 && old[it[(kk)*BS] - 1]) || (it[(kk)*BS + 1] > 0 && old[it[(kk)*BS + 1] - 1]))
 
-/* place: an idle lane with items to the ready line if it is full, hurried or
- * the room is flushing, else to waiting. Go also sends a partial lane that is
- * already due to the ready line; here its deadline passes later, at once. */
+/* place: an idle lane with items to the ready line if it is full, hurried
+ * (made due by a Flush) or the room is shutting down, else to waiting. Go
+ * also sends a partial lane that is already due to the ready line; here its
+ * deadline passes later, at once. */
 inline place(kk) {
 	if
 	:: DELAY && !flushing && ln[kk] < BS && !hurried(kk) -> ph[kk] = WAITING
@@ -317,7 +321,7 @@ inline enter(ii) {
 	kk2 = 0
 }
 
-/* state.room(1) is refused: closed or flushing */
+/* state.room(1) is refused: closed or shutting down */
 #ifdef MUT_ADMIT_IGNORES_CLOSED
 #define REFUSED (flushing)                           /* MUTATION: closed not checked */
 #else
@@ -347,7 +351,7 @@ inline admitDo(cc) {
 	fi
 }
 
-/* loop.submit: a Submit's admission, which never claims */
+/* loop.admitSubmit: a Submit's admission, which never claims */
 inline submit() {
 	sseen = 1;
 	if
@@ -364,7 +368,7 @@ inline submit() {
 	fi
 }
 
-/* loop.admitMany: both inputs or neither */
+/* loop.admitPart: both inputs or neither */
 inline admitMany() {
 	if
 	:: REFUSED -> gword(W_ERR)
@@ -414,7 +418,7 @@ inline dropOne(ii) {
 	ti = 0
 }
 
-/* l.count(w.tk.seq <= l.flushed()) */
+/* l.countIf(w.tk.seq <= l.roundSeq()) */
 inline countOld(ii) {
 	if
 	:: rnd && old[ii] -> assert(left > 0); left--
@@ -422,13 +426,14 @@ inline countOld(ii) {
 	fi
 }
 
-/* loop.handle(opDrop) for a Do. The word on a drop goes through loop.free,
+/* loop.handle(opDrop) for a Do. The word on a drop goes through
+ * share.replyAfterLend,
  * which with one shard sends it at once, as here (with several it waits for
  * the wake-up's lend, in turn: see shards.pml) */
 inline dropDo(cc) {
 	dropOne(cc);
 	if
-	:: ok -> countOld(cc); pend[cc] = 0; doReply(cc, DROPPED)   /* free: w.c is empty */
+	:: ok -> countOld(cc); pend[cc] = 0; doReply(cc, DROPPED)   /* replyAfterLend: w.c is empty */
 	:: else ->
 #ifdef MUT_KEPT_ALWAYS
 		assert(len(rep[cc]) == 0); rep[cc]!KEPT     /* MUTATION: errKept even into a full w.c */
@@ -441,7 +446,7 @@ inline dropDo(cc) {
 	fi
 }
 
-/* loop.withdraw: a Submit's drop */
+/* loop.dropSubmit: a Submit's drop */
 inline withdraw() {
 	if
 	:: !sseen -> swd = 1                             /* submit answers both */
@@ -449,7 +454,7 @@ inline withdraw() {
 		dropOne(1);
 		assert(nfull(wd));
 		if
-		:: ok -> notify++; wd!DROPPED               /* free; its done is the watcher's */
+		:: ok -> notify++; wd!DROPPED               /* replyAfterLend; its done is the watcher's */
 		:: else -> wd!KEPT
 		fi
 	fi
@@ -468,7 +473,7 @@ inline dropMany() {
 	:: ok -> countOld(3); pend[3] = 0; outcome(3); gdrop++
 	:: else -> skip
 	fi;
-	gword(W_DROP)                                    /* free: at once, one shard */
+	gword(W_DROP)                                    /* replyAfterLend: at once, one shard */
 }
 
 /* loop.handle(opRelease) with state.release */
@@ -565,9 +570,9 @@ inline tell(fl, v) {
 	fl = 0
 }
 
-/* loop.flush: a round for the Flushes waiting (l.flushers); every input
+/* loop.startRound: a round for the Flushes waiting (l.flushers); every input
  * admitted so far is older than it; the workers started so far are pinged
- * (none if the loop has started none); what waits is hurried (state.hurry).
+ * (none if the loop has started none); what waits is made due (state.flush).
  * The round's id is left out: every ack owed to a round is in before it ends
  * (each counts in left), and a round starts only after the last has ended
  * or with none before, so no ack of an older round is ever owed (nowed)
@@ -616,13 +621,13 @@ inline settle() {
 	od
 }
 
-/* loop.turn: a batch on each idle worker while a lane is ready (state.take);
- * idler starts a worker (spawn) if none is idle and fewer than NW run */
+/* loop.dispatch: a batch on each idle worker while a lane is ready (state.take);
+ * takeWorker starts a worker (startWorker) if none is idle and fewer than NW run */
 inline turn() {
 	do
 	:: rn > 0 && (nidle > 0 || nwk < NW) ->
 		if
-		:: nidle == 0 ->                             /* spawn: go l.s.work(id, c) */
+		:: nidle == 0 ->                             /* startWorker: go work(l.s, id, c) */
 			assert(!stopped);
 			idl[0] = nwk; nidle = 1;
 			run worker(nwk); nwk++
@@ -678,7 +683,7 @@ inline turn() {
  * the code had there before its own wake-up's (285c12b) */
 inline endcheck() {
 #ifdef MUT_SETTLE_IN_END
-	settle();                                        /* MUTATION: after the turn */
+	settle();                                        /* MUTATION: after the dispatch */
 #endif
 	if
 	:: flushing && queued == 0 && busy == 0 -> lclose()
@@ -763,7 +768,7 @@ inline handle() {
 	:: mop == CLOSE    -> lclose()
 	:: mop == SHUTDOWN ->
 		if
-		:: !closed && !flushing -> flushing = 1; allReady()   /* state.flush */
+		:: !closed && !flushing -> flushing = 1; allReady()   /* state.shutdown */
 		:: else -> skip
 		fi
 	fi;
@@ -788,7 +793,7 @@ proctype loop() {
 			:: else -> break
 			od;
 #ifndef MUT_SETTLE_IN_END
-			settle();                                /* before turn: a round it starts made lanes due */
+			settle();                                /* before dispatch: a round it starts made lanes due */
 #endif
 			turn(); endcheck()
 		   }
@@ -826,7 +831,7 @@ inline answerOne(wc) {
 	:: isMany(wc - 1) -> answered(1, lv, owe)         /* a run of one: one input per key */
 	:: isSub(wc - 1) ->
 		if
-		:: sarm == 1 -> sarm = 2                     /* notify: w.stop() */
+		:: sarm == 1 -> sarm = 2                     /* callDone: w.stop() */
 		:: else -> skip
 		fi;
 		sdone++; assert(sdone == 1)                  /* done(out, err) */
@@ -922,7 +927,7 @@ inline got() {
 	fi
 }
 
-/* Ferry.send, and Do's own first select: the fast path if inc has room,
+/* shard.send, and Do's own first select: the fast path if inc has room,
  * else a select with done (then ok is false) */
 inline send(m, a) {
 	if
@@ -1026,14 +1031,14 @@ unsub:	/* f.unsubmit: stop the AfterFunc if it has not started */
 	goto out;
 
 many:	/* DoMany of inputs 0 (key 0) and 3 (key 1): one shard, so one part,
-	 * one ask(opAdmitMany) and nothing answered by the caller itself */
+	 * one request(opAdmitMany) and nothing answered by the caller itself */
 	gleft!2;                                        /* g.left <- len(ins) */
 	send(ADMITMANY, 0);
 	if
 	:: !sent -> atomic { gleft?gw; pool(); ret[0] = 1; ret[3] = 1; fin(); gw = 0 }; goto out  /* ErrClosed */
 	:: else -> skip
 	fi;
-	if                                              /* ask: as in Do */
+	if                                              /* request: as in Do */
 	:: atomic { done ->
 		if
 		:: gc?gw
@@ -1058,10 +1063,10 @@ many:	/* DoMany of inputs 0 (key 0) and 3 (key 1): one shard, so one part,
 abandonMany:
 	send(DROPMANY, 0);
 	if
-	:: !sent -> atomic { ret[0] = 1; ret[3] = 1; fin() }; goto out  /* ask's ErrClosed: not pooled */
+	:: !sent -> atomic { ret[0] = 1; ret[3] = 1; fin() }; goto out  /* request's ErrClosed: not pooled */
 	:: else -> skip
 	fi;
-	if                                              /* ask */
+	if                                              /* request */
 	:: atomic { done ->
 		if
 		:: gc?gw
@@ -1090,7 +1095,7 @@ out:
 	skip
 }
 
-/* Ferry.withdraw, run by the Submit's AfterFunc once its ctx ends */
+/* submitCtxDone, run by the Submit's AfterFunc once its ctx ends */
 proctype watcher() {
 	bit sent;
 	mtype r;
@@ -1122,7 +1127,7 @@ out:
 	skip
 }
 
-/* notifyAll: the Submit's done, with ErrClosed, off the loop */
+/* callDoneAll: the Submit's done, with ErrClosed, off the loop */
 proctype notifier() {
 end_n:
 	if
@@ -1199,7 +1204,7 @@ out:
 
 init {
 	atomic {
-		run loop();                                  /* workers: started by turn (spawn) */
+		run loop();                                  /* workers: started by dispatch (startWorker) */
 		run caller(0); run caller(1); run caller(2);
 #if SUBMIT
 		run notifier();

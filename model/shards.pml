@@ -1,14 +1,17 @@
 /*
  * shards.pml: a SPIN model of how the shards of one ferry share its two
- * bounds, the room (spare) and the workers' slots (the pool), as shard.go and
+ * bounds, the room (spare) and the workers' slots (the pool), as share.go and
  * loop.go implement them: loop.run, receive, handle's opAdmit and opRelease,
- * turn, idler; reserve, lend, slot, unslot, keep, share. Nothing else of the
- * ferry is here: see ferry.pml for one loop's protocol, and README.md.
+ * dispatch, takeWorker; share.borrowRoom, giveBackRoom, takeSlot,
+ * releaseSlot, giveBackIdleSlots; shareOf. Nothing else of the ferry is here:
+ * see ferry.pml for one loop's protocol, and README.md.
  *
  * Processes and the Go code they stand for:
  *   loop     loop.run, receive, handle (opAdmit: state.join's room check;
- *            opRelease: unslot), turn, idler, reserve, lend, slot, keep
- *   worker   Ferry.work: the call, then opRelease, then the answer
+ *            opRelease: releaseSlot), dispatch, takeWorker; the inlines
+ *            reserve, lend, slot, unslot, keep stand for share.borrowRoom,
+ *            giveBackRoom, takeSlot, releaseSlot, giveBackIdleSlots
+ *   worker   work: the call, then opRelease, then the answer
  *   caller   Ferry.Do: one opAdmit, then its one answer (or a rejection)
  *
  * Configuration (-D on spin's command line):
@@ -89,7 +92,7 @@ bit  gift[NS];      /* a slot handed to the loop's parked select (see give) */
 
 /* ---- ghosts: observers only, never read by the protocol ---- */
 byte fly;           /* calls in flight, across shards */
-byte mvr[NS];       /* room freed by this turn's takes whose batches have not started */
+byte mvr[NS];       /* room freed by this dispatch's takes whose batches have not started */
 bit  pend[MAXC];    /* caller c's input is admitted and not yet answered */
 byte ndone;         /* callers that have their answer */
 byte nrej;          /* rejections */
@@ -167,7 +170,7 @@ inline admit1() {
 	fi
 }
 
-/* unslot: the shard's batch has ended; a slot beyond its share goes back */
+/* unslot (share.releaseSlot): the shard's batch has ended; a slot beyond its share goes back */
 inline unslot() {
 #if defined(MUT_NO_UNSLOT) || defined(MUT_NO_SLOT)
 	skip                                             /* MUTATION */
@@ -186,7 +189,7 @@ inline unslot() {
 #endif
 }
 
-/* handle every message of the wake-up, in order; then turn begins */
+/* handle every message of the wake-up, in order; then dispatch begins */
 inline handleAll() {
 	k = 0;
 	do
@@ -201,7 +204,7 @@ inline handleAll() {
 	od;
 	assert(cap[i] >= q[i]);
 	k = 0; c = 0; nb = 0; need = 0;
-	starved[i] = 0                                   /* turn */
+	starved[i] = 0                                   /* dispatch */
 }
 
 /* state.take of the first waiting input (batches of one), on an idle worker */
@@ -222,7 +225,8 @@ inline take() {
 	assert(SLOTSOK)
 }
 
-/* keep: the slots the shard holds and does not use go back to the pool */
+/* keep (share.giveBackIdleSlots): the slots the shard holds and does not
+ * use go back to the pool */
 inline keep() {
 #ifndef MUT_NO_KEEP
 	do
@@ -260,7 +264,7 @@ end_l:
 		:: nempty(inc[i]) -> inc[i]?bop[nb], bc[nb]; nb++
 		:: empty(inc[i]) -> break
 		od;
-		/* reserve: what the core lacks for the wake-up's admissions */
+		/* reserve (share.borrowRoom): what the core lacks for the wake-up's admissions */
 		k = 0;
 		do
 		:: k < nb -> need = need + (bop[k] == ADM); k++
@@ -309,27 +313,27 @@ end_l:
 #endif
 	fi;
 
-	/* turn: a batch on each idle worker while a lane is ready */
+	/* dispatch: a batch on each idle worker while a lane is ready */
 	do
 #if defined(MUT_NO_SLOT)
 	:: atomic { q[i] > 0 && idle[i] > 0 -> take() }   /* MUTATION: l.slots nil, as with one shard */
 #elif defined(MUT_IGNORE_HELD)
-	:: atomic {                                  /* MUTATION: slot ignores the slots it holds */
+	:: atomic {                                  /* MUTATION: takeSlot ignores the slots it holds */
 		q[i] > 0 && idle[i] > 0 && nempty(slots) ->
 		slots?_; held[i]++; take()
 	   }
 	:: atomic { q[i] > 0 && idle[i] > 0 && empty(slots) -> starved[i] = 1; starveok(); break }
 #else
-	:: atomic { q[i] > 0 && idle[i] > 0 && flying[i] < held[i] -> take() }  /* slot: one it holds */
+	:: atomic { q[i] > 0 && idle[i] > 0 && flying[i] < held[i] -> take() }  /* takeSlot: one it holds */
 	:: atomic {
 		q[i] > 0 && idle[i] > 0 && flying[i] == held[i] && nempty(slots) ->
-		slots?_; held[i]++; take()               /* slot: one from the pool */
+		slots?_; held[i]++; take()               /* takeSlot: one from the pool */
 	   }
-	:: atomic {                                  /* slot: none, starved */
+	:: atomic {                                  /* takeSlot: none, starved */
 		q[i] > 0 && idle[i] > 0 && flying[i] == held[i] && empty(slots) ->
 		starved[i] = 1; starveok();
 #ifndef MUT_KEEP_UNLESS_STARVED
-		keep();                                  /* turn calls keep starved or not */
+		keep();                                  /* dispatch calls keep starved or not */
 #endif
 		break
 	   }
@@ -337,9 +341,10 @@ end_l:
 	:: atomic { q[i] == 0 || idle[i] == 0 -> keep(); break }  /* no lane ready, or no worker free */
 	od;
 
-	/* lend, then the batches start. (In Go the wake-up's words on the drops
-	 * and unholds it handled go out there too, after the lend and before the
-	 * jobs: loop.free, turn. Drops and unholds are not modelled here.) */
+	/* lend (share.giveBackRoom), then the batches start. (In Go the
+	 * wake-up's words on the drops and unholds it handled go out there too,
+	 * after the lend and before the jobs: share.replyAfterLend, dispatch.
+	 * Drops and unholds are not modelled here.) */
 #ifdef MUT_JOBS_BEFORE_LEND
 	atomic { startJobs() };                          /* MUTATION: the batches start first */
 #endif

@@ -1,0 +1,175 @@
+package ferry
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// This file holds what the user gives and gets back: the Call, Config and
+// its validation into the core's limits, Batch, and Stats.
+
+// Call runs one batch for one key and returns one output per input, in order.
+// A batched call's context carries no caller's values and has no deadline
+// unless CallTimeout; it ends on close (cause ErrClosed), after CallTimeout
+// (ErrCallTimeout) or, with CancelAbandoned, once every caller has gone
+// (ErrAbandoned). A direct call's context is its caller's, and ends on close too.
+// inputs is reused after it returns. [Errors] fails some inputs; a panic fails
+// all with a *PanicError. It must not call Close, Shutdown, Flush, or Do for its key.
+type Call[K comparable, I, O any] func(ctx context.Context, key K, inputs []I) ([]O, error)
+
+// Config configures a Ferry. Key is required; every other zero field means
+// its documented default. A negative limit is invalid and New rejects it.
+// Its one method runs in New, on the caller's goroutine.
+type Config[K comparable, I any] struct {
+	Key    func(I) K     // required: the lane an input joins
+	Weight func(I) int64 // nil: every input weighs 1. A negative weight is an error from Do
+	Rank   func(I) int64 // nil: all 0. Lower ranks go first in a lane; ties keep arrival order
+
+	MaxBatchSize       int           // inputs per call; 0: DefaultMaxBatchSize; < 0: invalid
+	MaxBatchWeight     int64         // weight per call; 0: no limit; < 0: invalid
+	MaxBatchDelay      time.Duration // how long a partial batch may wait; 0: none; < 0: invalid
+	MaxInFlightBatches int           // batched calls in flight, across shards; 0: DefaultMaxInFlightBatches
+	MaxQueued          int           // inputs waiting across all keys; 0: DefaultMaxQueued
+	MaxQueuedWeight    int64         // their total weight; 0: no limit; < 0: invalid
+	DirectCalls        bool          // with MaxBatchDelay 0, an idle key's caller makes the call itself
+
+	OnBatch         func(Batch[K]) // nil: none. Called after every call, off the loop: see Batch
+	CallTimeout     time.Duration  // 0: none. A call's context ends this long after it starts (ErrCallTimeout); < 0: invalid
+	CancelAbandoned bool           // cancel a batched call (ErrAbandoned) once every caller of its batch has given up
+	Shards          int            // loops, keys spread by hash, sharing the bounds; 0: GOMAXPROCS, at most MaxInFlightBatches; < 0: invalid
+}
+
+// limits validates cfg and returns the core's limits and the number of
+// workers, or an error naming the field: a Key that is nil, a limit that is
+// negative, MaxInFlightBatches over MaxInFlightBatchesLimit.
+func (cfg Config[K, I]) limits() (limits, int, error) {
+	if cfg.Key == nil {
+		return limits{}, 0, errors.New("ferry: Config.Key is nil")
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxBatchSize", int64(cfg.MaxBatchSize)},
+		{"MaxBatchWeight", cfg.MaxBatchWeight},
+		{"MaxBatchDelay", int64(cfg.MaxBatchDelay)},
+		{"MaxInFlightBatches", int64(cfg.MaxInFlightBatches)},
+		{"MaxQueued", int64(cfg.MaxQueued)},
+		{"MaxQueuedWeight", cfg.MaxQueuedWeight},
+		{"CallTimeout", int64(cfg.CallTimeout)},
+	} {
+		if c.v < 0 {
+			return limits{}, 0, fmt.Errorf("ferry: Config.%s is negative: %d", c.name, c.v)
+		}
+	}
+	if cfg.MaxInFlightBatches > MaxInFlightBatchesLimit {
+		return limits{}, 0, fmt.Errorf("ferry: Config.MaxInFlightBatches is %d, over MaxInFlightBatchesLimit %d",
+			cfg.MaxInFlightBatches, MaxInFlightBatchesLimit)
+	}
+	lim := limits{
+		batchSize:    cmp.Or(cfg.MaxBatchSize, DefaultMaxBatchSize),
+		batchWeight:  cfg.MaxBatchWeight,
+		delay:        cfg.MaxBatchDelay,
+		queued:       cmp.Or(cfg.MaxQueued, DefaultMaxQueued),
+		queuedWeight: cfg.MaxQueuedWeight,
+		direct:       cfg.DirectCalls,
+	}
+	workers := cmp.Or(cfg.MaxInFlightBatches, DefaultMaxInFlightBatches)
+	if cfg.Shards < 0 {
+		return limits{}, 0, fmt.Errorf("ferry: Config.Shards is negative: %d", cfg.Shards)
+	}
+	return lim, workers, nil
+}
+
+// Batch describes one finished call, for Config.OnBatch, which runs on the
+// goroutine that made the call: after its callers are answered (Submits' done
+// too) and before a direct call's Do returns. A panic in OnBatch is recovered
+// and counted in Stats.OnBatchPanics; OnBatch must not call runtime.Goexit.
+type Batch[K comparable] struct {
+	Key    K
+	Size   int           // inputs in the call
+	Weight int64         // their total weight
+	Wait   time.Duration // from the oldest input's submission (its admission, without MaxBatchDelay) to the call's start; 0 if Direct
+	Took   time.Duration // the call's own duration
+	Err    error         // the call's error: nil, an Errors, or any other error
+	Direct bool          // a direct call, made by its caller
+}
+
+// Defaults for the zero fields of Config, and the most workers New accepts.
+const (
+	DefaultMaxBatchSize       = 64
+	DefaultMaxInFlightBatches = 4
+	DefaultMaxQueued          = 4096
+	MaxInFlightBatchesLimit   = 1 << 16
+)
+
+// Stats is a snapshot of a Ferry. Its zero value is an idle, unused ferry.
+// Its one method runs in Ferry.Stats, on the caller's goroutine.
+type Stats struct {
+	Queued int   // inputs waiting to be taken
+	Weight int64 // their total weight
+	Busy   int   // calls in flight, batched and direct
+	Lanes  int   // keys with inputs waiting or a call in flight
+	// Since New: inputs that joined the waiting room, inputs rejected for
+	// room (ErrRejected), admitted inputs dropped because their caller gave
+	// up, batched calls started, keys claimed for a direct call, and Submits'
+	// done callbacks that panicked (the panic is recovered and dropped).
+	Admitted, Rejected, Dropped, Batches, DirectCalls, DonePanics uint64
+	// Since New: admitted inputs taken by batched calls; Rejected split by
+	// reason (they sum to it): the room held MaxQueued inputs, its weight
+	// would pass MaxQueuedWeight, or the inputs were heavier than the room
+	// can ever hold; and OnBatch calls that panicked (recovered and dropped).
+	Taken, RejectedFull, RejectedWeight, RejectedHeavy, OnBatchPanics uint64
+}
+
+// add adds t to s. Weight saturates at MaxInt64: each shard's is within it,
+// their sum may not be.
+func (s *Stats) add(t Stats) {
+	s.Queued += t.Queued
+	if s.Weight > math.MaxInt64-t.Weight {
+		s.Weight = math.MaxInt64
+	} else {
+		s.Weight += t.Weight
+	}
+	s.Busy += t.Busy
+	s.Lanes += t.Lanes
+	s.Admitted += t.Admitted
+	s.Rejected += t.Rejected
+	s.Dropped += t.Dropped
+	s.Batches += t.Batches
+	s.DirectCalls += t.DirectCalls
+	s.DonePanics += t.DonePanics
+	s.Taken += t.Taken
+	s.RejectedFull += t.RejectedFull
+	s.RejectedWeight += t.RejectedWeight
+	s.RejectedHeavy += t.RejectedHeavy
+	s.OnBatchPanics += t.OnBatchPanics
+}
+
+// shardCount is how many shards a ferry with these totals gets: n, or by
+// default one per processor (GOMAXPROCS, which procs is), at most one per
+// worker. One loop is one core: past one processor a second loop took the
+// headline workload from 1.9x dataloadgen's cost to 1.3x (see the README).
+func shardCount(n, workers, procs int) (int, error) {
+	switch {
+	case n == 0:
+		return max(1, min(procs, workers)), nil
+	case n > workers:
+		return 0, fmt.Errorf("ferry: Config.Shards is %d, more than MaxInFlightBatches (%d): one worker per shard at least", n, workers)
+	}
+	return n, nil
+}
+
+// shareOf is shard i's part of total split n ways: total/n, and one more for
+// the first total%n shards. The shares sum to total.
+func shareOf(total, n, i int) int {
+	s := total / n
+	if i < total%n {
+		s++
+	}
+	return s
+}

@@ -1,0 +1,270 @@
+package ferry
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// This file is DoMany: a group of inputs admitted all or none, one part per
+// shard, answered by index and counted down. It runs on the caller's
+// goroutine, but for answered.
+
+// group is one DoMany in progress: its inputs, and where their answers go.
+// Answers are written by index, then counted down in left; the caller reads
+// them once fin says none is left. Its inputs are in one part per shard.
+// callers: its methods run on the DoMany's caller's goroutine, but for
+// answered, which runs on whatever answers its inputs (a worker, the loop).
+type group[K comparable, I, O any] struct {
+	ws    []waiter[K, I, O]
+	outs  []O
+	errs  []error
+	c     chan int      // word(i): a loop's word on part i, in its err or dropped
+	left  chan int      // the count of inputs not yet answered, taken and put back: see answered
+	fin   chan struct{} // sent once, by what answers the last input
+	parts []part[K, I, O]
+	lost  bool // a shard may yet send a word on c that no one waits for: never pooled
+}
+
+// part is a group's inputs in one shard, which that shard's loop admits,
+// holds room for and drops; it writes err and dropped before its word.
+// It has no methods: its loop-owned fields are written on that shard's loop.
+type part[K comparable, I, O any] struct {
+	s               *shard[K, I, O]
+	n               int   // inputs
+	total, heaviest int64 // their weights; total < 0: the sum passes MaxInt64
+	held            bool  // loop-owned: the room holds n and total for it
+	granted         bool  // the caller took the part's room from spare: the loop adds it to its own
+	err             error
+	dropped         int
+	gone            bool // caller-owned: not admitted, and answered already
+}
+
+// doInputs is Ferry.DoMany.
+func doInputs[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], ins []I) ([]O, error) {
+	if len(ins) == 0 {
+		return []O{}, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctxErr(ctx)
+	}
+	g := f.pools.getGroup(len(ins), len(f.shards))
+	var total int64 // of all the parts: it may pass MaxInt64 though each part's does not
+	var at time.Duration
+	if f.stamp {
+		at = f.clock()
+	}
+	for i, in := range ins {
+		w := &g.ws[i]
+		if err := w.prepare(f, in); err != nil {
+			f.pools.putGroup(g)
+			return nil, fmt.Errorf("%w (input %d)", err, i)
+		}
+		w.at, w.g, w.i = at, g, i
+		g.join(w, f.shardOf(w.key))
+		total = addWeight(total, w.weight)
+	}
+	if total < 0 { // every shard refuses it as heavier than any room, as one would
+		for i := range g.parts {
+			g.parts[i].total = -1
+		}
+	}
+	g.outs = make([]O, len(ins))
+	g.left <- len(ins)
+	if len(g.parts) > 1 && g.neverFits(f.lim, total) {
+		g.merge(total)
+	}
+	got, err := g.admit(f, total)
+	if err != nil {
+		<-g.left            // nothing was admitted: no one else holds it
+		f.pools.putGroup(g) // unless a shard may yet answer into it
+		return nil, err
+	}
+	if got > 0 {
+		g.answered(got) // the inputs of parts whose shard closed, answered ErrClosed here
+	}
+	select {
+	case <-g.fin:
+	case <-ctx.Done():
+		return nil, g.abandon(ctx, f)
+	}
+	<-g.left // put back before fin by the last answer: empty again for the next use
+	outs := g.outs
+	var errs Errors
+	for i, err := range g.errs {
+		if err != nil {
+			if errs == nil {
+				errs = make(Errors, len(ins))
+			}
+			errs[i] = err
+		}
+	}
+	f.pools.putGroup(g)
+	if errs != nil {
+		return outs, errs
+	}
+	return outs, nil
+}
+
+// join puts w, whose key is in shard s, in g's part for that shard.
+func (g *group[K, I, O]) join(w *waiter[K, I, O], s *shard[K, I, O]) {
+	i := 0
+	for i < len(g.parts) && g.parts[i].s != s {
+		i++
+	}
+	if i == len(g.parts) {
+		g.parts = append(g.parts, part[K, I, O]{s: s})
+	}
+	p := &g.parts[i]
+	w.part = int32(i)
+	p.n++
+	p.heaviest = max(p.heaviest, w.weight)
+	p.total = addWeight(p.total, w.weight)
+}
+
+// admit admits all of g's inputs, weighing total, or none. With one part it
+// is one message. With several, their room is taken from the shards' shared
+// budget in one step (borrow), or, if that lacks it, each shard first holds
+// room for its part; then each shard lets its part in. The inputs of a part
+// whose shard closed in between are answered ErrClosed here, and admit
+// returns how many, for g.answered.
+func (g *group[K, I, O]) admit(f *Ferry[K, I, O], total int64) (int, error) {
+	if len(g.parts) == 1 {
+		return 0, g.request(0, opAdmitMany)
+	}
+	if !borrow(f, g, total) {
+		for i := range g.parts {
+			if err := g.request(i, opHold); err != nil {
+				for j := range i {
+					_ = g.request(j, opUnhold) // a shard that ended holds nothing
+				}
+				return 0, err
+			}
+		}
+	}
+	got, in := 0, 0
+	for i := range g.parts {
+		err := g.request(i, opAdmitMany)
+		if err == nil {
+			in++
+			continue
+		}
+		g.parts[i].gone = true
+		for k := range g.ws {
+			if w := &g.ws[k]; w.part == int32(i) {
+				g.errs[w.i] = err
+				got++
+			}
+		}
+	}
+	if in == 0 {
+		return 0, ErrClosed
+	}
+	return got, nil
+}
+
+// request sends o for part i of g to its shard's loop and waits for the loop's
+// word, as Do waits for its admission's. It returns the part's error, or
+// ErrClosed if the shard may have ended unheard.
+func (g *group[K, I, O]) request(i int, o op) error {
+	p := &g.parts[i]
+	if !p.s.send(msg[K, I, O]{op: o, w: &g.ws[0], worker: int32(i)}) {
+		return ErrClosed
+	}
+	heard := true // the loop answers what it reads, and reads all sent before done
+	select {
+	case <-p.s.done:
+		heard = false
+	default:
+	}
+	for {
+		var n int
+		if heard {
+			n = <-g.c
+		} else {
+			select {
+			case n = <-g.c:
+			default:
+				g.lost = true // the loop's last read may yet answer it
+				return ErrClosed
+			}
+		}
+		if n == word(int32(i)) {
+			return p.err
+		} // else another part's word that no one waited for
+	}
+}
+
+// answered counts n more of g's inputs as answered: it takes the count of
+// those left from g.left and puts it back less n, so that answers from
+// several workers wake the caller only once. Whoever answers the last sends
+// on fin; the caller then takes the count back before it pools g, so it
+// waits for that put. No answerer blocks while holding the count.
+func (g *group[K, I, O]) answered(n int) {
+	left := <-g.left - n
+	g.left <- left
+	if left == 0 {
+		g.fin <- struct{}{}
+	}
+}
+
+// abandon drops the inputs of g that still wait, for a DoMany whose ctx
+// ended, and returns ctx's error. g goes back to the pool only if nothing can
+// answer into it any more.
+func (g *group[K, I, O]) abandon(ctx context.Context, f *Ferry[K, I, O]) error {
+	err := ctxErr(ctx)
+	dropped := 0
+	for i := range g.parts {
+		if g.parts[i].gone {
+			continue // never admitted, and answered already
+		}
+		if g.request(i, opDropMany) != nil {
+			return err
+		}
+		dropped += g.parts[i].dropped
+	}
+	switch left := <-g.left; left {
+	case 0: // all answered: the last sends on fin, if it has not yet
+		<-g.fin
+		f.pools.putGroup(g)
+	case dropped: // the rest were dropped: no answer is to come
+		f.pools.putGroup(g)
+	default: // answers to come, into a group never pooled
+		g.left <- left
+	}
+	return err
+}
+
+// neverFits reports whether no room within lim could ever hold all of g's
+// inputs, however empty: more of them than MaxQueued, one heavier than
+// MaxQueuedWeight, or a total weight past it or past MaxInt64 (total < 0).
+// Such a DoMany over several shards is refused by one shard, as one loop
+// refuses it.
+func (g *group[K, I, O]) neverFits(lim limits, total int64) bool {
+	if len(g.ws) > lim.queued || total < 0 {
+		return true
+	}
+	if lim.queuedWeight == 0 {
+		return false
+	}
+	heaviest := int64(0)
+	for _, p := range g.parts {
+		heaviest = max(heaviest, p.heaviest)
+	}
+	return heaviest > lim.queuedWeight || total > lim.queuedWeight
+}
+
+// merge makes g's inputs one part, in the first part's shard: for a DoMany
+// that never fits (see neverFits), which that shard refuses whole. It never lets
+// them in, as their keys are in other shards too.
+func (g *group[K, I, O]) merge(total int64) {
+	p := part[K, I, O]{s: g.parts[0].s, total: total}
+	for i := range g.ws {
+		w := &g.ws[i]
+		w.part = 0
+		p.n++
+		p.heaviest = max(p.heaviest, w.weight)
+	}
+	clear(g.parts)
+	g.parts = append(g.parts[:0], p)
+}

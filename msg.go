@@ -1,0 +1,87 @@
+package ferry
+
+import (
+	"context"
+	"errors"
+)
+
+// This file is the protocol between the loop and everyone else: the messages
+// to the loop, the replies and words it sends back, and the jobs it gives
+// workers. All of it goes over channels; none of these types has methods.
+
+// op is what a message asks of the loop.
+type op uint8
+
+const (
+	opAdmit     op = iota // from Do or Submit: admit m.w
+	opAdmitMany           // from DoMany: admit all of part m.worker of m.w.g, or none
+	opHold                // from DoMany over several shards: hold room for part m.worker of m.w.g
+	opUnhold              // from DoMany over several shards: let go of the room held
+	opDrop                // from Do or a Submit whose ctx ended: drop m.w if it still waits
+	opDropMany            // from DoMany whose ctx ended: drop what still waits of part m.worker of m.w.g
+	opStart               // from a direct call: it runs, and close cancels it with m.cancel
+	opRelease             // from a worker or a direct call: m.key's call is over
+	opAnswered            // from a worker: it has answered a job that asked for it (a Flush)
+	opNotified            // from a goroutine that called Submits' done: it has finished
+	opPanicked            // a Submit's done panicked, or OnBatch (m.worker 1)
+	opExit                // from a worker: it has gone
+	opStats               // from Stats: reply on m.stats
+	opFlush               // from Flush: m.cancel is its reply
+	opClose               // from Close
+	opShutdown            // from Shutdown
+)
+
+// byCaller is the worker of a release from a direct call: its caller.
+const byCaller = -1
+
+// msg is a message to the loop, on its shard's inbound channel. It has no
+// methods: its sender writes it and the loop reads it.
+type msg[K comparable, I, O any] struct {
+	op     op
+	worker int32 // opRelease: the worker that is free again, or byCaller; a DoMany's: its part
+	key    K     // opRelease
+	w      *waiter[K, I, O]
+	stats  chan Stats
+	cancel context.CancelCauseFunc // opStart; for opFlush, the reply
+}
+
+// result is an answer to a waiter, sent on its channel, which is buffered 1.
+// A waiter gets one answer, and its caller reads one. If the caller gave up
+// and asked for a drop, the loop's word on it (errDropped or errKept) is
+// sent only into an empty channel; a call's answer may follow an errKept,
+// into the channel the caller has emptied, so no send blocks.
+type result[O any] struct {
+	out O
+	err error
+}
+
+// Internal answers to a waiter, never returned by Do.
+var (
+	errClaimed   = errors.New("ferry: key claimed for a direct call") // the caller makes the call itself
+	errDropped   = errors.New("ferry: input dropped")                 // to opDrop: it was waiting, and is gone
+	errKept      = errors.New("ferry: input not waiting")             // to opDrop: it was not waiting
+	errAdmitted  = errors.New("ferry: input admitted")                // to a Submit: it waits
+	errWithdrawn = errors.New("ferry: input withdrawn")               // to a Submit whose drop came first
+)
+
+// start is a batch for worker id, which the loop sends once the wake-up has
+// lent its room.
+type start[K comparable, I, O any] struct {
+	id int
+	j  job[K, I, O]
+}
+
+// job is a batch for a worker, and its call's context, sent by the loop.
+// With ack set the worker sends opAnswered once it has answered the batch; an
+// empty batch asks for that alone.
+type job[K comparable, I, O any] struct {
+	key   K
+	batch []*waiter[K, I, O]
+	ack   bool
+	ctx   context.Context
+}
+
+// word is a loop's word on part i of a group, on its channel: the part's
+// own, so that a word that no one waited for, from a shard that ended, is
+// told from the next.
+func word(i int32) int { return -1 - int(i) }
