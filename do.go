@@ -31,27 +31,12 @@ func doInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in 
 			return zero, ErrClosed
 		}
 	}
-	// The loop answers every admission it reads, and once done is closed it
-	// reads, at most once more, those already sent. So if done is not closed
-	// now, w.c will be answered, and the wait needs no case for done.
-	select {
-	case <-s.done:
-		select {
-		case r := <-w.c:
-			return finishDo(ctx, s, w, r)
-		default:
-			return zero, ErrClosed // w is not pooled: the loop's last read may yet answer it
-		}
-	default:
-	}
-	done := ctx.Done()
-	if done == nil { // a context that never ends: no select
-		return finishDo(ctx, s, w, <-w.c)
-	}
-	select {
-	case r := <-w.c:
+	switch r, err := await(s, w.c, ctx.Done()); err {
+	case nil:
 		return finishDo(ctx, s, w, r)
-	case <-done:
+	case ErrClosed:
+		return zero, ErrClosed // w is not pooled: the loop's last read may yet answer it
+	default:
 		abandon(s, w)
 		return zero, ctxErr(ctx)
 	}

@@ -40,8 +40,8 @@ type Ferry[K comparable, I, O any] struct {
 
 	shards []*shard[K, I, O] // a key's is shardOf(key)
 	seed   maphash.Seed
-	spare  chan budget   // the room no shard holds, with several: see budget
-	slots  chan struct{} // the slots for batches no shard holds, with several: see share.takeSlot
+	spare  room   // the room no shard holds, with several shards
+	slots  tokens // the slots for batches no shard holds, with several shards
 }
 
 // New returns a running Ferry that batches inputs for call. It returns an
@@ -79,11 +79,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 	base := context.WithValue(context.Background(), callKey{}, f)
 	f.origin = time.Now()
 	if n > 1 { // the shards share the room and the workers' slots
-		f.spare, f.slots = make(chan budget, 1), make(chan struct{}, workers)
-		f.spare <- budget{lim.queued, lim.queuedWeight}
-		for range workers {
-			f.slots <- struct{}{}
-		}
+		f.spare, f.slots = newRoom(budget{lim.queued, lim.queuedWeight}), newTokens(workers)
 	}
 	for range n {
 		s := &shard[K, I, O]{f: f, inc: make(chan msg[K, I, O], incSize), done: make(chan struct{})}
@@ -158,22 +154,14 @@ func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 		}
 	}
 	for i, s := range f.shards {
-		select {
-		case err := <-cs[i]:
-			if err != nil {
-				return err
-			}
-		case <-ctx.Done():
+		reply, err := await(s, cs[i], ctx.Done())
+		switch {
+		case err == errCancelled:
 			return ctxErr(ctx)
-		case <-s.done:
-			select {
-			case err := <-cs[i]:
-				if err != nil {
-					return err
-				}
-			default:
-				return ErrClosed
-			}
+		case err != nil:
+			return err
+		case reply != nil:
+			return reply
 		}
 	}
 	return nil

@@ -307,7 +307,7 @@ func runFerry(t *testing.T, data []byte) {
 	cfg.CallTimeout = []time.Duration{0, 2 * time.Millisecond, 1, math.MaxInt64}[opts>>1&3]
 	cfg.Shards = min(opts>>4&3, cfg.MaxInFlightBatches) // 0: the default
 	if opts&64 != 0 {
-		cfg.MaxQueued += 192 // so that shards borrow and keep chunks of the room: see budget
+		cfg.MaxQueued += 192 // so that shards borrow and keep chunks of the room: see share
 	}
 	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{},
 		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}}

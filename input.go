@@ -140,7 +140,7 @@ func (p *pools[K, I, O]) getGroup(n, shards int) *group[K, I, O] {
 	}
 	return &group[K, I, O]{
 		ws: make([]waiter[K, I, O], n), errs: make([]error, n),
-		c: make(chan int, shards+1), left: make(chan int, 1), fin: make(chan struct{}, 1),
+		c: make(chan int, shards+1), count: newCountdown(),
 	}
 }
 

@@ -99,7 +99,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 			ErrRejected, lim.queuedWeight),
 	}
 	l.share = share[K, I, O]{st: l.st, lim: lim, own: own}
-	if n := len(f.shards); n > 1 { // the room starts in spare: see budget
+	if n := len(f.shards); n > 1 { // the room starts in spare: see share
 		l.share.spare, l.share.slots = f.spare, f.slots
 		l.st.grow(-lim.queued, -lim.queuedWeight)
 	}
@@ -344,11 +344,11 @@ func (l *loop[K, I, O]) reject(o outcome, n int, heaviest int64, all int) error 
 	}
 	l.tally.Rejected += uint64(all)
 	lim := l.lim
-	room, _ := l.st.spare() // the shard's: with several, what it holds of the shared room
+	spare, _ := l.st.spare() // the shard's: with several, what it holds of the shared room
 	switch {
 	case o == rejectedHeavy:
 		l.tally.RejectedHeavy += uint64(all)
-	case n > room:
+	case n > spare:
 		l.tally.RejectedFull += uint64(all)
 	default:
 		l.tally.RejectedWeight += uint64(all)
@@ -360,11 +360,11 @@ func (l *loop[K, I, O]) reject(o outcome, n int, heaviest int64, all int) error 
 		return fmt.Errorf("%w: the inputs' total weight passes MaxInt64", ErrRejected)
 	case n > lim.queued:
 		return fmt.Errorf("%w: %d inputs, more than MaxQueued %d", ErrRejected, n, lim.queued)
-	case n == 1 && room < 1:
+	case n == 1 && spare < 1:
 		return l.errFull
 	case n == 1:
 		return l.errFullWeight
-	case n > room: // all of a DoMany's inputs, some perhaps in other shards
+	case n > spare: // all of a DoMany's inputs, some perhaps in other shards
 		return fmt.Errorf("%w: %d inputs, more than the room has spare (MaxQueued %d)", ErrRejected, all, lim.queued)
 	}
 	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, all)
@@ -628,8 +628,8 @@ func (l *loop[K, I, O]) end() bool {
 	l.alarm.t.Stop()
 	l.s.last = l.stats()
 	close(l.s.done)
-	// Every message sent before done was closed is in inc now. Do waits for
-	// the answer to its admission without watching done, so answer those.
+	// Every message sent before done was closed is in inc now. await waits
+	// for the answer to it without watching done, so answer those.
 	for n := len(l.s.inc); n > 0; n-- {
 		switch m := <-l.s.inc; m.op {
 		case opAdmit:
@@ -641,6 +641,8 @@ func (l *loop[K, I, O]) end() bool {
 			m.w.g.c <- word(m.worker)
 		case opFlush:
 			m.cancel(ErrClosed)
+		case opStats:
+			m.stats <- l.s.last
 		}
 	}
 	return true

@@ -7,21 +7,19 @@ import (
 )
 
 // This file is DoMany: a group of inputs admitted all or none, one part per
-// shard, answered by index and counted down. It runs on the caller's
-// goroutine, but for answered.
+// shard, answered by index and counted down (see countdown). It runs on the
+// caller's goroutine.
 
 // group is one DoMany in progress: its inputs, and where their answers go.
-// Answers are written by index, then counted down in left; the caller reads
-// them once fin says none is left. Its inputs are in one part per shard.
-// callers: its methods run on the DoMany's caller's goroutine, but for
-// answered, which runs on whatever answers its inputs (a worker, the loop).
+// Answers are written by index, then counted down in count; the caller reads
+// them once count.fin says none is left. Its inputs are in one part per
+// shard. callers: its methods run on the DoMany's caller's goroutine.
 type group[K comparable, I, O any] struct {
 	ws    []waiter[K, I, O]
 	outs  []O
 	errs  []error
-	c     chan int      // word(i): a loop's word on part i, in its err or dropped
-	left  chan int      // the count of inputs not yet answered, taken and put back: see answered
-	fin   chan struct{} // sent once, by what answers the last input
+	c     chan int  // word(i): a loop's word on part i, in its err or dropped
+	count countdown // of the inputs not yet answered
 	parts []part[K, I, O]
 	lost  bool // a shard may yet send a word on c that no one waits for: never pooled
 }
@@ -70,25 +68,25 @@ func doInputs[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in
 		}
 	}
 	g.outs = make([]O, len(ins))
-	g.left <- len(ins)
+	g.count.start(len(ins))
 	if len(g.parts) > 1 && g.neverFits(f.lim, total) {
 		g.merge(total)
 	}
 	got, err := g.admit(f, total)
 	if err != nil {
-		<-g.left            // nothing was admitted: no one else holds it
+		g.count.take()      // nothing was admitted: no one else holds it
 		f.pools.putGroup(g) // unless a shard may yet answer into it
 		return nil, err
 	}
 	if got > 0 {
-		g.answered(got) // the inputs of parts whose shard closed, answered ErrClosed here
+		g.count.done(got) // the inputs of parts whose shard closed, answered ErrClosed here
 	}
 	select {
-	case <-g.fin:
+	case <-g.count.fin:
 	case <-ctx.Done():
 		return nil, g.abandon(ctx, f)
 	}
-	<-g.left // put back before fin by the last answer: empty again for the next use
+	g.count.take() // put back before fin by the last answer: empty again for the next use
 	outs := g.outs
 	var errs Errors
 	for i, err := range g.errs {
@@ -127,7 +125,7 @@ func (g *group[K, I, O]) join(w *waiter[K, I, O], s *shard[K, I, O]) {
 // budget in one step (borrow), or, if that lacks it, each shard first holds
 // room for its part; then each shard lets its part in. The inputs of a part
 // whose shard closed in between are answered ErrClosed here, and admit
-// returns how many, for g.answered.
+// returns how many, for g.count.done.
 func (g *group[K, I, O]) admit(f *Ferry[K, I, O], total int64) (int, error) {
 	if len(g.parts) == 1 {
 		return 0, g.request(0, opAdmitMany)
@@ -171,40 +169,15 @@ func (g *group[K, I, O]) request(i int, o op) error {
 	if !p.s.send(msg[K, I, O]{op: o, w: &g.ws[0], worker: int32(i)}) {
 		return ErrClosed
 	}
-	heard := true // the loop answers what it reads, and reads all sent before done
-	select {
-	case <-p.s.done:
-		heard = false
-	default:
-	}
 	for {
-		var n int
-		if heard {
-			n = <-g.c
-		} else {
-			select {
-			case n = <-g.c:
-			default:
-				g.lost = true // the loop's last read may yet answer it
-				return ErrClosed
-			}
+		n, err := await(p.s, g.c, nil)
+		if err != nil {
+			g.lost = true // the loop's last read may yet answer it
+			return ErrClosed
 		}
 		if n == word(int32(i)) {
 			return p.err
 		} // else another part's word that no one waited for
-	}
-}
-
-// answered counts n more of g's inputs as answered: it takes the count of
-// those left from g.left and puts it back less n, so that answers from
-// several workers wake the caller only once. Whoever answers the last sends
-// on fin; the caller then takes the count back before it pools g, so it
-// waits for that put. No answerer blocks while holding the count.
-func (g *group[K, I, O]) answered(n int) {
-	left := <-g.left - n
-	g.left <- left
-	if left == 0 {
-		g.fin <- struct{}{}
 	}
 }
 
@@ -223,14 +196,14 @@ func (g *group[K, I, O]) abandon(ctx context.Context, f *Ferry[K, I, O]) error {
 		}
 		dropped += g.parts[i].dropped
 	}
-	switch left := <-g.left; left {
+	switch left := g.count.take(); left {
 	case 0: // all answered: the last sends on fin, if it has not yet
-		<-g.fin
+		<-g.count.fin
 		f.pools.putGroup(g)
 	case dropped: // the rest were dropped: no answer is to come
 		f.pools.putGroup(g)
 	default: // answers to come, into a group never pooled
-		g.left <- left
+		g.count.put(left)
 	}
 	return err
 }

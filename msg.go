@@ -6,8 +6,9 @@ import (
 )
 
 // This file is the protocol between the loop and everyone else: the messages
-// to the loop, the replies and words it sends back, and the jobs it gives
-// workers. All of it goes over channels; none of these types has methods.
+// to the loop, the replies and words it sends back, the jobs it gives
+// workers, and the countdown that answers a DoMany. All of it goes over
+// channels; none of these types but countdown has methods.
 
 // op is what a message asks of the loop.
 type op uint8
@@ -64,6 +65,10 @@ var (
 	errWithdrawn = errors.New("ferry: input withdrawn")               // to a Submit whose drop came first
 )
 
+// errCancelled is await's word for a wait whose cancel came before the reply,
+// which is still to come.
+var errCancelled = errors.New("ferry: wait cancelled")
+
 // start is a batch for worker id, which the loop sends once the wake-up has
 // lent its room.
 type start[K comparable, I, O any] struct {
@@ -85,3 +90,41 @@ type job[K comparable, I, O any] struct {
 // own, so that a word that no one waited for, from a shard that ended, is
 // told from the next.
 func word(i int32) int { return -1 - int(i) }
+
+// countdown is a latch: the count of a DoMany's inputs not yet answered, in
+// a channel of one (left), and fin, sent once by whoever answers the last.
+// The count is taken and put back at once, never held across a block, so
+// answers from several workers (and the loop, at close) wake the caller only
+// once. Whoever takes it puts it back, but for the DoMany's caller, which
+// takes it back after fin (waiting for the last answerer's put) or once it
+// knows nothing can answer any more; so the channel is empty again when the
+// group is pooled. Its methods run on the DoMany's caller, and done on
+// whatever answers its inputs: workers, and the loop at close.
+type countdown struct {
+	left chan int      // the count, or empty while someone holds it
+	fin  chan struct{} // sent once, by what answers the last input
+}
+
+// newCountdown returns an empty countdown.
+func newCountdown() countdown {
+	return countdown{left: make(chan int, 1), fin: make(chan struct{}, 1)}
+}
+
+// start puts in the count, n, on an empty countdown.
+func (c countdown) start(n int) { c.left <- n }
+
+// done counts n more inputs as answered, and sends fin if none is left.
+func (c countdown) done(n int) {
+	left := <-c.left - n
+	c.left <- left
+	if left == 0 {
+		c.fin <- struct{}{}
+	}
+}
+
+// take takes the count, for the caller, which puts it back with put unless
+// nothing can answer any more.
+func (c countdown) take() int { return <-c.left }
+
+// put puts back the count the caller took.
+func (c countdown) put(n int) { c.left <- n }

@@ -20,8 +20,8 @@ type shard[K comparable, I, O any] struct {
 }
 
 // send delivers m to the loop, or reports false once the shard has ended. A
-// message sent as it ends may be read by no one: wait for its reply with done
-// in view, as do explains.
+// message sent as it ends may be read by no one: wait for its reply with
+// await.
 func (s *shard[K, I, O]) send(m msg[K, I, O]) bool {
 	select {
 	case s.inc <- m:
@@ -42,15 +42,42 @@ func (s *shard[K, I, O]) stats() Stats {
 	if !s.send(msg[K, I, O]{op: opStats, stats: c}) {
 		return s.last
 	}
+	st, err := await(s, c, nil)
+	if err != nil {
+		return s.last
+	}
+	return st
+}
+
+// await waits for the loop's reply on c to a message already delivered to
+// s's loop, or for cancel (nil: never). It returns the reply; or ErrClosed if
+// s has ended with no reply on c; or errCancelled if cancel came first.
+//
+// The loop answers every message it reads, and once done is closed it reads,
+// at most once more, the messages sent before (end's final drain). So if done
+// is not closed after the send, the reply will come, and the wait needs no
+// case for done. If it is closed, a reply already there is taken; else
+// ErrClosed, and c must not be reused: the final drain may yet answer on it.
+// await is only for messages that the final drain answers too.
+func await[K comparable, I, O, T any](s *shard[K, I, O], c <-chan T, cancel <-chan struct{}) (T, error) {
+	var zero T
 	select {
-	case st := <-c:
-		return st
 	case <-s.done:
 		select {
-		case st := <-c:
-			return st
+		case r := <-c: // take the reply already there
+			return r, nil
 		default:
-			return s.last
+			return zero, ErrClosed
 		}
+	default:
+	}
+	if cancel == nil { // no select
+		return <-c, nil
+	}
+	select {
+	case r := <-c:
+		return r, nil
+	case <-cancel:
+		return zero, errCancelled
 	}
 }

@@ -6,48 +6,95 @@ import "math"
 // own core state, workers, timer and inbound channel; a key always goes to the
 // same shard, by a hash of the key, so every guarantee per key holds as it does
 // with one loop. The configured bounds are totals, shared by the shards: the
-// room (MaxQueued, MaxQueuedWeight, see budget) and the batched calls in flight
+// room (MaxQueued, MaxQueuedWeight, see share) and the batched calls in flight
 // (MaxInFlightBatches, see share.takeSlot). What is not per key becomes per
 // shard: fairness (the ready line, and the wait for a free slot).
 
-// budget is an amount of room: inputs and their weight. The shards of a
-// ferry share its room: what no shard holds is in spare, a channel of one
-// budget that a loop (or a DoMany's caller, see borrow) empties, changes and
-// fills again at once, so that no one blocks on it for longer than that. A
-// shard's core room is what it holds: as a wake-up starts it borrows, in one
-// go, what it lacks for the admissions among its messages (borrowRoom), and as
-// the wake-up ends, before the batches it took start, it gives back all it
-// holds spare (giveBackRoom). So the shards never hold more than the
-// configured room between them, and a shard rejects only when the room is
-// full: but for room another shard holds within a wake-up in progress
-// (borrowed for an admission it then claimed for a direct call or refused,
-// or freed by a batch it took or a drop), as one loop would have ordered the
-// two; the callers of those batches and drops hear of them only after the
-// lend (see replyAfterLend). Borrowing ahead would save channel operations
-// and break that: a room sized for exactly its callers would reject some. A
-// weight with no limit (MaxQueuedWeight 0) is not shared: every shard's core
-// has MaxInt64 of it. It has no methods: a loop, or a DoMany's caller,
-// changes it while it holds it, out of spare.
+// budget is an amount of room: inputs and their weight. It has no methods:
+// whoever holds it, out of a room, changes it.
 type budget struct {
 	n int
 	w int64
 }
 
-// share is a loop's side of what its ferry's shards share: the room no
-// shard holds (spare) and the slots for batches. With one shard both are nil
-// and it holds nothing back. loop: its methods run on the shard's loop
-// goroutine.
+// room is the room that no shard of a ferry holds: a channel of one budget.
+// Whoever takes it (a loop, or a DoMany's caller: see borrow) changes it and
+// puts it back at once, blocking on nothing in between, so no one waits on it
+// for longer than that, and no put ever blocks. Nil with one shard. Its
+// methods run on the loops and on DoMany's callers.
+type room chan budget
+
+// newRoom returns a room that holds b.
+func newRoom(b budget) room {
+	r := make(room, 1)
+	r <- b
+	return r
+}
+
+// take takes the budget, waiting while another holds it for a moment.
+func (r room) take() budget { return <-r }
+
+// put puts back the budget taken, changed.
+func (r room) put(b budget) { r <- b }
+
+// tokens are the slots for batches that no shard holds: a channel as big as
+// MaxInFlightBatches with one token in it per free slot, as a set of work
+// desks. A slot is taken without waiting (tryTake), or by a starved loop in
+// its select; put gives one back and never blocks, as the slots taken and
+// not given back are never more than the channel holds. Nil with one shard.
+// Its methods run on the loops.
+type tokens chan struct{}
+
+// newTokens returns n free slots.
+func newTokens(n int) tokens {
+	t := make(tokens, n)
+	for range n {
+		t <- struct{}{}
+	}
+	return t
+}
+
+// tryTake takes a free slot, and reports false at once if there is none.
+func (t tokens) tryTake() bool {
+	select {
+	case <-t:
+		return true
+	default:
+		return false
+	}
+}
+
+// put gives back a slot.
+func (t tokens) put() { t <- struct{}{} }
+
+// share is a loop's side of what the shards of its ferry share: the room no
+// shard holds (spare) and the slots. With one shard both are nil and it
+// holds nothing back. loop: its methods run on the shard's loop goroutine.
+//
+// A shard's core room is what it holds of the room: as a wake-up starts it
+// borrows, in one go, what it lacks for the admissions among its messages
+// (borrowRoom), and as the wake-up ends, before the batches it took start,
+// it gives back all it holds spare (giveBackRoom). So the shards never hold
+// more than the configured room between them, and a shard rejects only when
+// the room is full: but for room another shard holds within a wake-up in
+// progress (borrowed for an admission it then claimed for a direct call or
+// refused, or freed by a batch it took or a drop), as one loop would have
+// ordered the two; the callers of those batches and drops hear of them only
+// after the lend (see replyAfterLend). Borrowing ahead would save channel
+// operations and break that: a room sized for exactly its callers would
+// reject some. A weight with no limit (MaxQueuedWeight 0) is not shared:
+// every shard's core has MaxInt64 of it.
 type share[K comparable, I, O any] struct {
 	st  *state[K, *waiter[K, I, O]] // the loop's core, whose room grows and shrinks
 	lim limits                      // the shard's
 
-	spare chan budget // the ferry's, with several shards: see budget
+	spare room // the ferry's, with several shards
 
-	slots   chan struct{} // the ferry's, with several shards: see takeSlot
-	starved bool          // a lane is ready and a worker free, but no slot: run waits for one
-	held    int           // slots the shard holds, in use or not
-	flying  int           // batches in flight, each on a slot it holds
-	own     int           // its share of the slots: see takeSlot
+	slots   tokens // the ferry's, with several shards: see takeSlot
+	starved bool   // a lane is ready and a worker free, but no slot: run waits for one
+	held    int    // slots the shard holds, in use or not
+	flying  int    // batches in flight, each on a slot it holds
+	own     int    // its share of the slots: see takeSlot
 
 	replies []later[K, I, O] // words on room freed, with several shards: see replyAfterLend
 }
@@ -85,9 +132,9 @@ func (sh *share[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
 	if short == (budget{}) {
 		return
 	}
-	b := <-sh.spare
+	b := sh.spare.take()
 	got := budget{min(b.n, short.n), min(b.w, short.w)}
-	sh.spare <- budget{b.n - got.n, b.w - got.w}
+	sh.spare.put(budget{b.n - got.n, b.w - got.w})
 	sh.st.grow(got.n, got.w)
 }
 
@@ -106,8 +153,8 @@ func (sh *share[K, I, O]) giveBackRoom() {
 		return
 	}
 	sh.st.grow(-back.n, -back.w)
-	b := <-sh.spare
-	sh.spare <- budget{b.n + back.n, b.w + back.w} // within the room's total: no wrap
+	b := sh.spare.take()
+	sh.spare.put(budget{b.n + back.n, b.w + back.w}) // within the room's total: no wrap
 }
 
 // addGranted adds n inputs weighing w to the shard's room: room a DoMany's
@@ -160,25 +207,23 @@ func (sh *share[K, I, O]) takeSlot() bool {
 	if sh.slots == nil || sh.flying < sh.held {
 		return true
 	}
-	select {
-	case <-sh.slots:
-		sh.held++
-		return true
-	default:
+	if !sh.slots.tryTake() {
 		sh.starved = true
 		return false
 	}
+	sh.held++
+	return true
 }
 
 // releaseSlot gives back the slot of a batch that ended, if the shard holds
-// more than its share. The pool never fills: no send on it blocks.
+// more than its share.
 func (sh *share[K, I, O]) releaseSlot() {
 	if sh.slots == nil {
 		return
 	}
 	if sh.flying--; sh.held > sh.own {
 		sh.held--
-		sh.slots <- struct{}{}
+		sh.slots.put()
 	}
 }
 
@@ -187,7 +232,7 @@ func (sh *share[K, I, O]) releaseSlot() {
 func (sh *share[K, I, O]) giveBackIdleSlots() {
 	for sh.slots != nil && sh.held > sh.flying {
 		sh.held--
-		sh.slots <- struct{}{}
+		sh.slots.put()
 	}
 }
 
@@ -228,12 +273,12 @@ func borrow[K comparable, I, O any](f *Ferry[K, I, O], g *group[K, I, O], total 
 		}
 		total = 0 // not shared
 	}
-	b := <-f.spare
+	b := f.spare.take()
 	if b.n < len(g.ws) || b.w < total {
-		f.spare <- b
+		f.spare.put(b)
 		return false
 	}
-	f.spare <- budget{b.n - len(g.ws), b.w - total}
+	f.spare.put(budget{b.n - len(g.ws), b.w - total})
 	for i := range g.parts {
 		g.parts[i].granted = true
 	}

@@ -38,19 +38,12 @@ func submitInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O],
 		unsubmit(f, w)
 		return ErrClosed
 	}
-	var r result[O]
-	select { // as in Do
-	case <-s.done:
-		select {
-		case r = <-c:
-		default: // neither w nor c is pooled: the loop's last read may yet answer
-			if stop != nil {
-				stop()
-			}
-			return ErrClosed
+	r, err := await(s, c, nil)
+	if err != nil { // neither w nor c is pooled: the loop's last read may yet answer
+		if stop != nil {
+			stop()
 		}
-	default:
-		r = <-c
+		return ErrClosed
 	}
 	f.pools.putWord(c) // the word was the loop's only send on it
 	switch r.err {

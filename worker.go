@@ -93,14 +93,14 @@ func finish[K comparable, I, O any](s *shard[K, I, O], id int, j job[K, I, O], i
 
 // reply answers the inputs ws with a call's verdict, except Submits, whose
 // indexes it appends to subs and returns: a Do on its channel, a DoMany by
-// index in its group, counted once per run of its inputs (see answered).
+// index in its group, counted once per run of its inputs (see countdown).
 // After that count the group may be its caller's: it is not touched again.
 func reply[K comparable, I, O any](ws []*waiter[K, I, O], outs []O, errs Errors, all error, subs []int) []int {
 	var g *group[K, I, O]
 	n := 0
 	for i, w := range ws {
 		if w.g != g && n > 0 {
-			g.answered(n)
+			g.count.done(n)
 			n = 0
 		}
 		switch g = w.g; {
@@ -115,7 +115,7 @@ func reply[K comparable, I, O any](ws []*waiter[K, I, O], outs []O, errs Errors,
 		}
 	}
 	if n > 0 {
-		g.answered(n)
+		g.count.done(n)
 	}
 	return subs
 }

@@ -26,7 +26,7 @@
  *   CANCELMASK   bit c: caller c's ctx may end (default 1: caller 0's)
  *   SUBMIT=1     caller 1 uses Submit, watched by a watcher
  *   MANY=1       caller 0 uses DoMany with two inputs, of keys 0 and 1; its
- *                answers count down a token on g.left, the last sends fin
+ *                answers count down a token on g.count.left, the last sends fin
  *   FLUSH=1|2    flushers, each calling Flush once; FCANCEL=1: their ctx may end
  *   CLOSER       0: the closer calls Close or Shutdown; 1: Close; 2: Shutdown
  *   FWAIT        1: the closer starts once every flusher has returned (a
@@ -114,8 +114,8 @@ chan inc = [INCSZ] of { mtype, byte, byte }; /* f.inc: op, input or key, worker 
 chan rep[NC] = [1] of { mtype };             /* each waiter's w.c, buffered 1 */
 chan jobs[NW] = [2] of { byte, byte, byte }; /* wk.jobs: key or PING, buffer, acks owed */
 chan gc = [2] of { byte };                   /* the DoMany's g.c, words only: len(shards)+1 */
-chan gleft = [1] of { byte };                /* g.left: the token, the count of inputs not yet answered */
-chan gfin = [1] of { bit };                  /* g.fin: sent once, by what answers the last input */
+chan gleft = [1] of { byte };                /* g.count.left: the token, the count of inputs not yet answered */
+chan gfin = [1] of { bit };                  /* g.count.fin: sent once, by what answers the last input */
 chan wd = [1] of { mtype };                  /* the Submit's w.drop */
 chan nch = [1] of { bit };                   /* go callDoneAll(l.s, subs, ErrClosed) */
 chan fc[2] = [1] of { mtype };               /* each Flush's reply, c */
@@ -215,9 +215,9 @@ inline gword(v) {
 	gc!v
 }
 
-/* group.answered(n), by a worker (reply) or the loop (close's reply): take
- * the count from g.left, put it back less n, and if none is left, send fin.
- * Take, put and fin are one step: no one else can touch g.left while it is
+/* countdown.done(n), by a worker (reply) or the loop (close's reply): take
+ * the count from g.count.left, put it back less n, and if none is left, send fin.
+ * Take, put and fin are one step: no one else can touch g.count.left while it is
  * taken, and fin never blocks (see README). MUT_FIN_BEFORE_PUT: fin first,
  * and a worker puts the count back in a step of its own (owe). */
 inline answered(n, lv, owe) {
@@ -538,7 +538,7 @@ inline lclose() {
 		od;
 		rq[0] = 0; rq[1] = 0; rn = 0; queued = 0;
 		if
-		:: gn > 0 ->                                 /* reply's g.answered(n) */
+		:: gn > 0 ->                                 /* reply's g.count.done(n) */
 			assert(nempty(gleft));                   /* the loop never waits for the token */
 			answered(gn, gl, ok);
 			if
@@ -1032,7 +1032,7 @@ unsub:	/* f.unsubmit: stop the AfterFunc if it has not started */
 
 many:	/* DoMany of inputs 0 (key 0) and 3 (key 1): one shard, so one part,
 	 * one request(opAdmitMany) and nothing answered by the caller itself */
-	gleft!2;                                        /* g.left <- len(ins) */
+	gleft!2;                                        /* g.count.start(len(ins)) */
 	send(ADMITMANY, 0);
 	if
 	:: !sent -> atomic { gleft?gw; pool(); ret[0] = 1; ret[3] = 1; fin(); gw = 0 }; goto out  /* ErrClosed */
@@ -1057,7 +1057,7 @@ many:	/* DoMany of inputs 0 (key 0) and 3 (key 1): one shard, so one part,
 #ifndef MUT_NO_TAKE_AT_FIN
 	atomic { gleft?gw -> assert(gw == 0); pool(); fin(); gw = 0 };  /* put back before fin */
 #else
-	atomic { pool(); fin() };                       /* MUTATION: pooled with the token in g.left */
+	atomic { pool(); fin() };                       /* MUTATION: pooled with the token in g.count.left */
 #endif
 	goto out;
 abandonMany:
