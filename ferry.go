@@ -113,9 +113,10 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) { return doInp
 // first; with ctx's error if ctx ends before the input is taken (the input is then dropped).
 //
 // Submit never makes a direct call. done runs on the worker that ran the call, after the
-// batch's Do and DoMany callers are answered, so a slow done holds its worker; on a goroutine
-// of the ferry that Close waits for at close; and on ctx's context.AfterFunc goroutine for ctx's
-// error. A panic in done is recovered and counted in Stats.DonePanics; done must not call
+// batch's Do and DoMany callers are answered (its key is free by then), so a slow done holds
+// its worker, and with it one of the MaxInFlightBatches, until it returns, but no other batch;
+// on a goroutine of the ferry that Close waits for at close; and on ctx's context.AfterFunc
+// goroutine for ctx's error. A panic in done is recovered and counted in Stats.DonePanics; done must not call
 // runtime.Goexit. Watching ctx costs one AfterFunc, and nothing if ctx.Done() is nil.
 func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) error {
 	return submitInput(ctx, f, in, done)

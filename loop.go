@@ -17,8 +17,9 @@ import (
 // names no waiting input, as seqs never reach 1<<63.
 func inFlight(id int, n uint64) ticket { return ticket{rank: int64(id), seq: 1<<63 | n} }
 
-// owed is an ack a worker owes a Flush round: n of its inputs. It has no
-// methods; the loop owns it.
+// owed is what a worker's batch owes a Flush round, told by its opIdle: n
+// inputs admitted before the round, or 1 for a batch in flight as the round
+// started. It has no methods; the loop owns it.
 type owed struct {
 	round uint64
 	n     int
@@ -113,8 +114,8 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 // to most.
 func (l *loop[K, I, O]) startWorker() {
 	id := len(l.workers)
-	c := make(chan job[K, I, O], 2)                         // a batch and a ping
-	l.workers = append(l.workers, worker[K, I, O]{jobs: c}) // within cap: pointers stay
+	c := make(chan job[K, I, O], 1)                                     // a batch, only while idle
+	l.workers = append(l.workers, worker[K, I, O]{jobs: c, idle: true}) // within cap: pointers stay
 	l.idle = append(l.idle, id)
 	go work(l.s, id, c)
 }
@@ -273,21 +274,12 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			l.countIf(l.round != nil && l.directs[m.key].n <= l.round.claims)
 			delete(l.directs, m.key)
 			l.directs = shrink(l.directs, &l.dpeak)
-		} else {
-			l.share.releaseSlot()
-			l.idle = append(l.idle, int(m.worker))
-			if wk := &l.workers[m.worker]; wk.cancel != nil {
-				wk.cancel(nil) // the call is over: free its context
-				wk.tag, wk.live, wk.cancel = 0, 0, nil
-			}
+		} else if wk := &l.workers[m.worker]; wk.cancel != nil {
+			wk.cancel(nil) // the call is over: free its context
+			wk.tag, wk.live, wk.cancel = 0, 0, nil
 		}
-	case opAnswered:
-		wk := &l.workers[m.worker]
-		o := wk.owed[0]
-		wk.owed = wk.owed[1:]
-		if l.round != nil && o.round == l.round.id {
-			l.round.left -= o.n
-		}
+	case opIdle:
+		l.idleWorker(int(m.worker))
 	case opNotified:
 		l.notify--
 		if w := m.w; w != nil {
@@ -481,18 +473,34 @@ func (l *loop[K, I, O]) countIf(ok bool) {
 	}
 }
 
+// idleWorker frees worker id, which has answered its batch, and counts what
+// its batch owed the round in progress.
+func (l *loop[K, I, O]) idleWorker(id int) {
+	wk := &l.workers[id]
+	if l.round != nil && wk.owe.round == l.round.id {
+		l.round.left -= wk.owe.n
+	}
+	wk.owe, wk.idle = owed{}, true
+	l.share.releaseSlot()
+	l.idle = append(l.idle, id)
+}
+
 // startRound starts a round for the Flushes waiting: every input waiting is due
 // now, and it waits for those, for the direct calls and Submits' done in
-// flight, and for every worker to answer what it holds (it is pinged).
+// flight, and for every worker busy with a batch: its opIdle comes once it
+// has answered the batch, so the round needs no word from an idle worker.
+// No busy worker owes an older round anything: a round ends only once all it
+// was owed has come, and close, which ends one early, starts no other.
 func (l *loop[K, I, O]) startRound() {
 	l.rounds++
 	r := &round{id: l.rounds, seq: l.st.seq, claims: l.claims, drops: l.drops, replies: l.flushers}
 	l.flushers = nil
-	r.left = l.st.queued + len(l.directs) + l.notify + len(l.workers)
+	r.left = l.st.queued + len(l.directs) + l.notify
 	for i := range l.workers {
-		wk := &l.workers[i]
-		wk.owed = append(wk.owed, owed{r.id, 1})
-		wk.jobs <- job[K, I, O]{ack: true}
+		if wk := &l.workers[i]; !wk.idle {
+			wk.owe = owed{r.id, 1}
+			r.left++
+		}
 	}
 	l.round = r
 	l.st.flush()
@@ -527,9 +535,8 @@ func (l *loop[K, I, O]) dispatch(now time.Time) {
 			break
 		}
 		wk := &l.workers[id]
-		key, batch, _ := st.take(now, wk.bufs[wk.flip][:0])
-		wk.bufs[wk.flip] = batch
-		wk.flip ^= 1
+		key, batch, _ := st.take(now, wk.buf[:0])
+		wk.buf, wk.idle, wk.owe = batch, false, owed{}
 		l.share.flying++
 		l.tally.Batches++
 		l.tally.Taken += uint64(len(batch))
@@ -541,9 +548,7 @@ func (l *loop[K, I, O]) dispatch(now time.Time) {
 					n++
 				}
 			}
-			if j.ack = n > 0; j.ack {
-				wk.owed = append(wk.owed, owed{r.id, n})
-			}
+			wk.owe = owed{r.id, n}
 		}
 		if l.f.cancelAbandoned { // after the round's look at the tickets
 			j.ctx, wk.cancel = context.WithCancelCause(l.s.ctx) // the ferry's: no user code
@@ -606,14 +611,15 @@ func (l *loop[K, I, O]) close() {
 }
 
 // end moves the close along and reports whether the loop is over: a room
-// shutting down that has emptied closes; a closing ferry with no call in flight stops
-// its workers; once they have gone, done is closed.
+// shutting down that has emptied closes; a closing ferry with no call in
+// flight and every worker idle stops its workers; once they have gone, done
+// is closed.
 func (l *loop[K, I, O]) end() bool {
 	st := l.st
 	if st.shuttingDown && st.idle() {
 		l.close()
 	}
-	if !l.closing || st.busy > 0 || l.notify > 0 {
+	if !l.closing || st.busy > 0 || l.notify > 0 || len(l.idle) < len(l.workers) {
 		return false
 	}
 	if !l.stopped {

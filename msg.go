@@ -22,7 +22,7 @@ const (
 	opDropMany            // from DoMany whose ctx ended: drop what still waits of part m.worker of m.w.g
 	opStart               // from a direct call: it runs, and close cancels it with m.cancel
 	opRelease             // from a worker or a direct call: m.key's call is over
-	opAnswered            // from a worker: it has answered a job that asked for it (a Flush)
+	opIdle                // from worker m.worker: it has answered its batch (done and OnBatch returned); it is free
 	opNotified            // from a goroutine that called Submits' done: it has finished
 	opPanicked            // a Submit's done panicked, or OnBatch (m.worker 1)
 	opExit                // from a worker: it has gone
@@ -77,12 +77,9 @@ type start[K comparable, I, O any] struct {
 }
 
 // job is a batch for a worker, and its call's context, sent by the loop.
-// With ack set the worker sends opAnswered once it has answered the batch; an
-// empty batch asks for that alone.
 type job[K comparable, I, O any] struct {
 	key   K
 	batch []*waiter[K, I, O]
-	ack   bool
 	ctx   context.Context
 }
 

@@ -8,20 +8,22 @@ import (
 // This file is the workers: goroutines that run batched calls for a loop,
 // answer their callers and tell OnBatch, and the loop's handle on each. A
 // worker's release is sent before it answers its callers, so that their next
-// Do comes after it. callDone and onBatch also run on the other goroutines
-// that call user code: a Submit's ctx watcher, close's notifier, a direct
-// call's caller.
+// Do comes after it; the worker is free again (opIdle) only once it has
+// answered them, their done has returned and OnBatch has been told, so that
+// a slow done or OnBatch holds its own worker, and no other batch waits for
+// it. callDone and onBatch also run on the other goroutines that call user
+// code: a Submit's ctx watcher, close's notifier, a direct call's caller.
 
-// worker is the loop's handle on one worker goroutine. The loop fills its
-// two batch buffers in turn: the worker may still be answering the callers of
-// its previous batch, after its release, while the loop fills the other.
-// It has no methods: the loop owns it; the worker goroutine only receives
-// from jobs.
+// worker is the loop's handle on one worker goroutine. The loop fills buf
+// with a batch and sends it on jobs only while the worker is idle; the worker
+// reads the batch, clears it, and then tells the loop it is idle, so the two
+// never touch buf at once. It has no methods: the loop owns it; the worker
+// goroutine only receives from jobs.
 type worker[K comparable, I, O any] struct {
-	jobs chan job[K, I, O] // loop -> worker; a batch only while idle, and a Flush's ping
-	bufs [2][]*waiter[K, I, O]
-	flip int
-	owed []owed // acks to come, in order
+	jobs chan job[K, I, O] // loop -> worker: a batch, only while idle
+	buf  []*waiter[K, I, O]
+	idle bool // it has no batch: opIdle came since its last
+	owe  owed // to the Flush round in progress, told by its opIdle: see startRound
 
 	// With CancelAbandoned, while a batch is in flight: its tag (see inFlight),
 	// its inputs whose callers have not given up, and how to cancel its call.
@@ -49,10 +51,6 @@ func work[K comparable, I, O any](s *shard[K, I, O], id int, jobs <-chan job[K, 
 		}
 	}()
 	for j = range jobs {
-		if len(j.batch) == 0 { // a Flush's ping: every batch before it is answered
-			s.inc <- msg[K, I, O]{op: opAnswered, worker: int32(id)}
-			continue
-		}
 		ins = ins[:0]
 		for _, w := range j.batch {
 			ins = append(ins, w.in[0])
@@ -70,8 +68,8 @@ func work[K comparable, I, O any](s *shard[K, I, O], id int, jobs <-chan job[K, 
 
 // finish releases j's key, then answers its callers, so that their next Do
 // comes after the release: first the Do and DoMany callers, then the Submits'
-// done, in batch order; then it gives OnBatch b. It returns subs, the buffer
-// it used for the Submits.
+// done, in batch order; then it gives OnBatch b, and only then tells the loop
+// it is idle. It returns subs, the buffer it used for the Submits.
 func finish[K comparable, I, O any](s *shard[K, I, O], id int, j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K]) []int {
 	f := s.f
 	s.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)}
@@ -83,11 +81,9 @@ func finish[K comparable, I, O any](s *shard[K, I, O], id int, j job[K, I, O], i
 		b.Err = failure(errs, all)
 		onBatch(s, b)
 	}
-	if j.ack {
-		s.inc <- msg[K, I, O]{op: opAnswered, worker: int32(id)}
-	}
 	clear(ins) // after the answers: outs may be ins
 	clear(j.batch)
+	s.inc <- msg[K, I, O]{op: opIdle, worker: int32(id)}
 	return subs
 }
 
