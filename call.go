@@ -129,36 +129,46 @@ func report[K comparable, I, O any](f *Ferry[K, I, O], j job[K, I, O], start tim
 // direct makes the call for a claimed key on the caller's goroutine. Its
 // context carries the caller's values and ends with the caller's context or,
 // cancelled by the loop, with the ferry's close. The key is released when the
-// call is over, whatever happened in it, and then OnBatch is told.
+// call is over, whatever happened in it; then OnBatch is told, and once it
+// has returned the loop hears of it (opReported, with whether it panicked),
+// as a Flush and the ferry's end wait for it. The release says that a report
+// is to come by carrying w, which the loop uses only to tell the two apart
+// from other direct calls: w stays this caller's until direct returns.
 func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *waiter[K, I, O]) (O, error) {
 	f := s.f
 	cctx, cancel := context.WithCancelCause(ctx)
 	s.inc <- msg[K, I, O]{op: opStart, key: w.key, cancel: cancel}
 	released := false
 	defer func() {
-		if !released { // the Call ran runtime.Goexit
-			releaseDirect(s, w.key, cancel)
+		if !released { // the Call ran runtime.Goexit: no OnBatch, no report
+			releaseDirect(s, w.key, cancel, nil)
 		}
 	}()
-	var start, took time.Duration
+	var start time.Duration
 	if f.onBatch != nil {
 		start = f.clock()
 	}
 	outs, errs, all := invoke(cctx, f, w.key, w.in[:])
-	if f.onBatch != nil {
-		took = f.clock() - start
-	}
-	releaseDirect(s, w.key, cancel)
-	released = true
-	if f.onBatch != nil {
-		onBatch(s, Batch[K]{Key: w.key, Size: 1, Weight: w.weight, Took: took, Err: failure(errs, all), Direct: true})
-	}
 	r := pick(outs, errs, all, 0)
+	if f.onBatch == nil {
+		releaseDirect(s, w.key, cancel, nil)
+		released = true
+		return r.out, r.err
+	}
+	b := Batch[K]{Key: w.key, Size: 1, Weight: w.weight, Took: f.clock() - start, Err: failure(errs, all), Direct: true}
+	releaseDirect(s, w.key, cancel, w)
+	released = true
+	var panicked int32
+	if onBatch(f, b) {
+		panicked = 1
+	}
+	s.inc <- msg[K, I, O]{op: opReported, w: w, worker: panicked}
 	return r.out, r.err
 }
 
-// releaseDirect ends a direct call on key: its context, then its claim.
-func releaseDirect[K comparable, I, O any](s *shard[K, I, O], key K, cancel context.CancelCauseFunc) {
+// releaseDirect ends a direct call on key: its context, then its claim. With
+// w set, an opReported with w follows once OnBatch has returned.
+func releaseDirect[K comparable, I, O any](s *shard[K, I, O], key K, cancel context.CancelCauseFunc, w *waiter[K, I, O]) {
 	cancel(nil)
-	s.inc <- msg[K, I, O]{op: opRelease, key: key, worker: byCaller}
+	s.inc <- msg[K, I, O]{op: opRelease, key: key, worker: byCaller, w: w}
 }

@@ -138,8 +138,8 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 // Flush makes every waiting input due now, without closing the ferry, and blocks until every
 // input admitted before Flush was called has been answered, or ctx ends (then ctx's error).
 //
-// Answered includes a Submit's done having returned, and the direct calls in flight when Flush
-// is called are waited for too. Inputs admitted after it keep their own deadlines. It returns
+// Answered includes a Submit's done having returned and OnBatch having been told, and the direct
+// calls in flight when Flush is called are waited for too, with their OnBatch. Inputs admitted after it keep their own deadlines. It returns
 // ErrClosed on a closed ferry, or if the ferry closes first; from inside a batched Call, an
 // error. From a direct call, a done or OnBatch it would wait for itself: it must not be called there.
 func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {

@@ -55,8 +55,10 @@ type loop[K comparable, I, O any] struct {
 	most    int   // workers it may start
 	idle    []int // workers with no batch
 	alarm   alarm
-	directs map[K]directCall // direct calls in flight, by key
-	dpeak   int              // most directs since the map was rebuilt; see shrink
+	directs map[K]directCall            // direct calls in flight, by key
+	dpeak   int                         // most directs since the map was rebuilt; see shrink
+	reports map[*waiter[K, I, O]]uint64 // with OnBatch, direct calls released whose OnBatch runs: their claims' numbers, by waiter
+	rpeak   int                         // most reports since the map was rebuilt
 
 	round    *round                    // the Flush in progress
 	flushers []context.CancelCauseFunc // Flushes for the round after it
@@ -94,6 +96,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		most:    most,
 		alarm:   newAlarm(),
 		directs: make(map[K]directCall),
+		reports: make(map[*waiter[K, I, O]]uint64),
 		stamps:  f.onBatch != nil && !f.stamp,
 		errFull: fmt.Errorf("%w: the room is full (MaxQueued %d)", ErrRejected, lim.queued),
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
@@ -271,15 +274,29 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 	case opRelease:
 		st.release(m.key, now)
 		if m.worker == byCaller {
-			l.countIf(l.round != nil && l.directs[m.key].n <= l.round.claims)
+			n := l.directs[m.key].n
 			delete(l.directs, m.key)
 			l.directs = shrink(l.directs, &l.dpeak)
+			if m.w != nil { // its OnBatch runs now: a Flush and the end wait for its report
+				l.reports[m.w] = n
+				l.rpeak = max(l.rpeak, len(l.reports))
+			} else {
+				l.countIf(l.round != nil && n <= l.round.claims)
+			}
 		} else if wk := &l.workers[m.worker]; wk.cancel != nil {
 			wk.cancel(nil) // the call is over: free its context
 			wk.tag, wk.live, wk.cancel = 0, 0, nil
 		}
 	case opIdle:
 		l.idleWorker(int(m.worker))
+	case opReported:
+		n := l.reports[m.w]
+		delete(l.reports, m.w)
+		l.reports = shrink(l.reports, &l.rpeak)
+		l.countIf(l.round != nil && n <= l.round.claims)
+		if m.worker == 1 {
+			l.tally.OnBatchPanics++
+		}
 	case opNotified:
 		l.notify--
 		if w := m.w; w != nil {
@@ -486,8 +503,10 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 }
 
 // startRound starts a round for the Flushes waiting: every input waiting is due
-// now, and it waits for those, for the direct calls and Submits' done in
-// flight, and for every worker busy with a batch: its opIdle comes once it
+// now, and it waits for those, for the direct calls in flight and their
+// OnBatch (their reports: those released already, and those in flight, at
+// their report rather than their release), for Submits' done in flight, and
+// for every worker busy with a batch: its opIdle comes once it
 // has answered the batch, so the round needs no word from an idle worker.
 // No busy worker owes an older round anything: a round ends only once all it
 // was owed has come, and close, which ends one early, starts no other.
@@ -495,7 +514,7 @@ func (l *loop[K, I, O]) startRound() {
 	l.rounds++
 	r := &round{id: l.rounds, seq: l.st.seq, claims: l.claims, drops: l.drops, replies: l.flushers}
 	l.flushers = nil
-	r.left = l.st.queued + len(l.directs) + l.notify
+	r.left = l.st.queued + len(l.directs) + len(l.reports) + l.notify
 	for i := range l.workers {
 		if wk := &l.workers[i]; !wk.idle {
 			wk.owe = owed{r.id, 1}
@@ -612,14 +631,14 @@ func (l *loop[K, I, O]) close() {
 
 // end moves the close along and reports whether the loop is over: a room
 // shutting down that has emptied closes; a closing ferry with no call in
-// flight and every worker idle stops its workers; once they have gone, done
-// is closed.
+// flight, every worker idle and every direct call's OnBatch reported stops
+// its workers; once they have gone, done is closed.
 func (l *loop[K, I, O]) end() bool {
 	st := l.st
 	if st.shuttingDown && st.idle() {
 		l.close()
 	}
-	if !l.closing || st.busy > 0 || l.notify > 0 || len(l.idle) < len(l.workers) {
+	if !l.closing || st.busy > 0 || l.notify > 0 || len(l.idle) < len(l.workers) || len(l.reports) > 0 {
 		return false
 	}
 	if !l.stopped {

@@ -24,7 +24,8 @@ const (
 	opRelease             // from a worker or a direct call: m.key's call is over
 	opIdle                // from worker m.worker: it has answered its batch (done and OnBatch returned); it is free
 	opNotified            // from a goroutine that called Submits' done: it has finished
-	opPanicked            // a Submit's done panicked, or OnBatch (m.worker 1)
+	opReported            // from a direct call whose release carried m.w: OnBatch has returned (m.worker 1: it panicked)
+	opPanicked            // a Submit's done panicked, or a worker's OnBatch (m.worker 1)
 	opExit                // from a worker: it has gone
 	opStats               // from Stats: reply on m.stats
 	opFlush               // from Flush: m.cancel is its reply
@@ -39,9 +40,9 @@ const byCaller = -1
 // methods: its sender writes it and the loop reads it.
 type msg[K comparable, I, O any] struct {
 	op     op
-	worker int32 // opRelease: the worker that is free again, or byCaller; a DoMany's: its part
-	key    K     // opRelease
-	w      *waiter[K, I, O]
+	worker int32            // opRelease, opIdle: the worker, or byCaller; a DoMany's: its part; opPanicked, opReported: a flag
+	key    K                // opRelease
+	w      *waiter[K, I, O] // for opRelease byCaller, set if an opReported with it is to come
 	stats  chan Stats
 	cancel context.CancelCauseFunc // opStart; for opFlush, the reply
 }

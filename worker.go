@@ -79,7 +79,9 @@ func finish[K comparable, I, O any](s *shard[K, I, O], id int, j job[K, I, O], i
 	}
 	if f.onBatch != nil {
 		b.Err = failure(errs, all)
-		onBatch(s, b)
+		if onBatch(f, b) {
+			s.inc <- msg[K, I, O]{op: opPanicked, worker: 1}
+		}
 	}
 	clear(ins) // after the answers: outs may be ins
 	clear(j.batch)
@@ -145,13 +147,14 @@ func callDoneAll[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O
 	s.inc <- msg[K, I, O]{op: opNotified}
 }
 
-// onBatch gives b to OnBatch, recovering a panic, which Stats counts.
-func onBatch[K comparable, I, O any](s *shard[K, I, O], b Batch[K]) {
-	f := s.f
+// onBatch gives b to OnBatch, recovering a panic, and reports whether it
+// panicked, for Stats: its caller tells the loop.
+func onBatch[K comparable, I, O any](f *Ferry[K, I, O], b Batch[K]) (panicked bool) {
 	defer func() {
 		if recover() != nil {
-			s.send(msg[K, I, O]{op: opPanicked, worker: 1})
+			panicked = true
 		}
 	}()
 	f.onBatch(b)
+	return false
 }

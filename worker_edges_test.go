@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -63,4 +64,51 @@ func TestSlowDoneHoldsOnlyItsWorker(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Item 7: a Flush waits for the OnBatch of a direct call in flight when it
+// was called, which runs after the call has released its key.
+func TestFlushWaitsForADirectCallsOnBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		block := make(chan struct{})
+		reported := make(chan Batch[string], 1)
+		h := newHarness(t, Config[string, in]{DirectCalls: true, OnBatch: func(b Batch[string]) {
+			<-block
+			reported <- b
+		}}, true)
+		defer h.f.Close()
+		ctx := context.Background()
+		a := h.do(ctx, in{Key: "a", ID: 1}) // a direct call, held
+		synctest.Wait()
+		flushed := make(chan error, 1)
+		go func() { flushed <- h.f.Flush(ctx) }()
+		synctest.Wait()
+		h.hold <- struct{}{} // the call returns and releases a; OnBatch blocks
+		synctest.Wait()
+		assert.Empty(t, flushed, "Flush returned while the direct call's OnBatch runs")
+		assert.Zero(t, h.f.Stats().Busy, "key a is free")
+		close(block)
+		synctest.Wait()
+		require.Len(t, flushed, 1)
+		assert.NoError(t, <-flushed)
+		assert.Equal(t, Batch[string]{Key: "a", Size: 1, Direct: true}, <-reported)
+		assert.Equal(t, answer{10, nil}, got(t, a))
+	})
+}
+
+// Item 8: the OnBatch of a direct call in flight at Close runs before the
+// ferry ends, and its panic is counted in the final Stats.
+func TestDirectOnBatchPanicAtCloseIsCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{DirectCalls: true, OnBatch: func(Batch[string]) {
+			time.Sleep(time.Millisecond) // the loop would have ended by now
+			panic("OnBatch")
+		}}, true)
+		a := h.do(context.Background(), in{Key: "a", ID: 1}) // a direct call, held
+		synctest.Wait()
+		require.NoError(t, h.f.Close())
+		advance(time.Millisecond)
+		assert.ErrorIs(t, got(t, a).err, ErrClosed)
+		assert.Equal(t, Stats{DirectCalls: 1, OnBatchPanics: 1}, h.f.Stats())
+	})
 }
