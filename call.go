@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -13,7 +15,8 @@ import (
 // panic), and verdict, blame and pick read every input's answer from what it
 // returned. Workers invoke batched calls (worker.go); a caller that claimed
 // its key makes its direct call here, and its key is released whatever the
-// call did.
+// call did. inUserCode tells Close, Flush and Shutdown whether they run
+// inside user code that a ferry runs, and so must not wait for it.
 
 // invoke calls f.call, with CallTimeout if set, and reads its verdict on ins. A
 // panic in the call, or in its error's Unwrap, As or Is methods (which verdict
@@ -137,7 +140,7 @@ func report[K comparable, I, O any](f *Ferry[K, I, O], j job[K, I, O], start tim
 func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *waiter[K, I, O]) (O, error) {
 	f := s.f
 	cctx, cancel := context.WithCancelCause(ctx)
-	s.inc <- msg[K, I, O]{op: opStart, key: w.key, cancel: cancel}
+	s.send(msg[K, I, O]{op: opStart, key: w.key, cancel: cancel})
 	released := false
 	defer func() {
 		if !released { // the Call ran runtime.Goexit: no OnBatch, no report
@@ -162,7 +165,7 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 	if onBatch(f, b) {
 		panicked = 1
 	}
-	s.inc <- msg[K, I, O]{op: opReported, w: w, worker: panicked}
+	s.send(msg[K, I, O]{op: opReported, w: w, worker: panicked})
 	return r.out, r.err
 }
 
@@ -170,5 +173,50 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 // w set, an opReported with w follows once OnBatch has returned.
 func releaseDirect[K comparable, I, O any](s *shard[K, I, O], key K, cancel context.CancelCauseFunc, w *waiter[K, I, O]) {
 	cancel(nil)
-	s.inc <- msg[K, I, O]{op: opRelease, key: key, worker: byCaller, w: w}
+	s.send(msg[K, I, O]{op: opRelease, key: key, worker: byCaller, w: w})
+}
+
+// pkgPrefix is the prefix of the names of this package's functions, as
+// runtime.Frame gives them.
+var pkgPrefix = reflect.TypeFor[callKey]().PkgPath() + "."
+
+// Refusals of a Flush or a Shutdown from user code that would wait for itself.
+var (
+	errFlushInCallback    = errors.New("ferry: Flush from inside a done or OnBatch would wait for it")
+	errShutdownInCallback = errors.New("ferry: Shutdown from inside a done or OnBatch would wait for it")
+)
+
+// inUserCode reports whether its caller runs inside a done (callDone) or an
+// OnBatch (onBatch) that a ferry runs, or with calls also inside a Call
+// (invoke): inside code whose return the ferry waits for before it ends, or
+// a Flush round before it settles. It reads the names of the functions on
+// the goroutine's stack, generic ones named as "ferry.invoke[...]", inlined
+// or not; it cannot tell one ferry from another. It costs a walk of the
+// stack, about a microsecond: for Close, Flush and Shutdown only.
+func inUserCode(calls bool) bool {
+	var buf [64]uintptr
+	pcs := buf[:]
+	for {
+		n := runtime.Callers(3, pcs) // from inUserCode's caller's caller
+		if n < len(pcs) {
+			pcs = pcs[:n]
+			break
+		}
+		pcs = make([]uintptr, 2*len(pcs))
+	}
+	frames := runtime.CallersFrames(pcs)
+	for {
+		fr, more := frames.Next()
+		if name, ok := strings.CutPrefix(fr.Function, pkgPrefix); ok {
+			switch {
+			case strings.HasPrefix(name, "callDone["), strings.HasPrefix(name, "onBatch["):
+				return true
+			case calls && strings.HasPrefix(name, "invoke["):
+				return true
+			}
+		}
+		if !more {
+			return false
+		}
+	}
 }

@@ -18,7 +18,8 @@ import (
 // (ErrCallTimeout) or, with CancelAbandoned, once every caller has gone
 // (ErrAbandoned). A direct call's context is its caller's, and ends on close too.
 // inputs is reused after it returns. [Errors] fails some inputs; a panic fails
-// all with a *PanicError. It must not call Close, Shutdown, Flush, or Do for its key.
+// all with a *PanicError. It must not call Shutdown, Flush, or Do for its key; Close from
+// it starts the close and returns at once (see Ferry.Close).
 type Call[K comparable, I, O any] func(ctx context.Context, key K, inputs []I) ([]O, error)
 
 // Config configures a Ferry. Key is required; every other zero field means
@@ -37,7 +38,7 @@ type Config[K comparable, I any] struct {
 	MaxQueuedWeight    int64         // their total weight; 0: no limit; < 0: invalid
 	DirectCalls        bool          // with MaxBatchDelay 0, an idle key's caller makes the call itself
 
-	OnBatch         func(Batch[K]) // nil: none. Called after every call, off the loop: see Batch
+	OnBatch         func(Batch[K]) // nil: none. Called after every call, off the loop: see Batch. Close from it returns at once; Flush, Shutdown fail
 	CallTimeout     time.Duration  // 0: none. A call's context ends this long after it starts (ErrCallTimeout); < 0: invalid
 	CancelAbandoned bool           // cancel a batched call (ErrAbandoned) once every caller of its batch has given up
 	Shards          int            // loops, keys spread by hash, sharing the bounds; 0: GOMAXPROCS, at most MaxInFlightBatches; < 0: invalid
@@ -87,8 +88,12 @@ func (cfg Config[K, I]) limits() (limits, int, error) {
 
 // Batch describes one finished call, for Config.OnBatch, which runs on the
 // goroutine that made the call: after its callers are answered (Submits' done
-// too) and before a direct call's Do returns. A panic in OnBatch is recovered
-// and counted in Stats.OnBatchPanics; OnBatch must not call runtime.Goexit.
+// too) and before a direct call's Do returns. A slow OnBatch holds that
+// goroutine (a worker, and one of MaxInFlightBatches), not the call's key;
+// Flush and Close wait for it. A panic in OnBatch is recovered and counted in
+// Stats.OnBatchPanics; OnBatch must not call runtime.Goexit. Close from
+// OnBatch starts the close and returns at once, as it cannot wait for
+// OnBatch (see Ferry.Close); Flush and Shutdown from it return an error at once.
 type Batch[K comparable] struct {
 	Key    K
 	Size   int           // inputs in the call

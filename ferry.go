@@ -116,8 +116,10 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) { return doInp
 // batch's Do and DoMany callers are answered (its key is free by then), so a slow done holds
 // its worker, and with it one of the MaxInFlightBatches, until it returns, but no other batch;
 // on a goroutine of the ferry that Close waits for at close; and on ctx's context.AfterFunc
-// goroutine for ctx's error. A panic in done is recovered and counted in Stats.DonePanics; done must not call
-// runtime.Goexit. Watching ctx costs one AfterFunc, and nothing if ctx.Done() is nil.
+// goroutine for ctx's error. A panic in done is recovered and counted in Stats.DonePanics; done
+// must not call runtime.Goexit. Close from done starts the close and returns at once, as it
+// cannot wait for done (see Close); Flush and Shutdown from done return an error at once.
+// Watching ctx costs one AfterFunc, and nothing if ctx.Done() is nil.
 func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) error {
 	return submitInput(ctx, f, in, done)
 }
@@ -139,12 +141,17 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 // input admitted before Flush was called has been answered, or ctx ends (then ctx's error).
 //
 // Answered includes a Submit's done having returned and OnBatch having been told, and the direct
-// calls in flight when Flush is called are waited for too, with their OnBatch. Inputs admitted after it keep their own deadlines. It returns
-// ErrClosed on a closed ferry, or if the ferry closes first; from inside a batched Call, an
-// error. From a direct call, a done or OnBatch it would wait for itself: it must not be called there.
+// calls in flight when Flush is called are waited for too, with their OnBatch. Inputs admitted
+// after it keep their own deadlines. It returns ErrClosed on a closed ferry, or if the ferry
+// closes first. From inside a batched Call of f, a done or an OnBatch it would wait for itself:
+// it returns an error at once (from a done or OnBatch of any ferry: it cannot tell them apart).
+// From a direct call it would wait for itself too: it must not be called there.
 func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
 		return errFlushInCall
+	}
+	if inUserCode(false) {
+		return errFlushInCallback
 	}
 	cs := make([]chan error, len(f.shards))
 	for i, s := range f.shards { // every shard starts its round before any is waited for
@@ -169,15 +176,26 @@ func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 }
 
 // Close answers every waiting caller with ErrClosed, cancels calls in flight
-// (cause ErrClosed) and blocks until they return and the ferry's goroutines
-// have gone, so a Call that ignores its context holds it up. It returns nil,
-// and may be called more than once and concurrently, but never from a Call.
+// (cause ErrClosed) and blocks until they return, every done and OnBatch in
+// flight has returned and the ferry's goroutines have gone, so a Call that
+// ignores its context holds it up. It returns nil, and may be called more
+// than once and concurrently.
+//
+// From inside user code that a ferry runs (a Call, batched or direct, a done
+// or an OnBatch) Close cannot wait for that code: it starts the close and
+// returns nil at once, and the ferry finishes closing once that code has
+// returned; a Close from elsewhere, before or after, waits as usual. It tells
+// this by the ferry's functions on its goroutine's stack, so it does the same
+// inside the user code of another ferry.
 func (f *Ferry[K, I, O]) Close() error {
 	for _, s := range f.shards { // every shard closes before any is waited for
 		select {
 		case s.inc <- msg[K, I, O]{op: opClose}:
 		case <-s.done:
 		}
+	}
+	if inUserCode(true) {
+		return nil
 	}
 	for _, s := range f.shards {
 		<-s.done
@@ -188,10 +206,16 @@ func (f *Ferry[K, I, O]) Close() error {
 // Shutdown stops admitting inputs (Do gets ErrClosed), runs every waiting
 // input without waiting for deadlines, then closes the ferry. It blocks until
 // that is done (nil) or ctx ends (ctx's error, the shutdown going on: Close
-// ends it; at once if ctx had ended). From inside a batched call it is an error.
+// ends it; at once if ctx had ended). From inside a batched Call of f, a done
+// or an OnBatch (of any ferry, as Flush) it would wait for itself: it returns
+// an error at once and starts nothing. From a direct call it must not be
+// called.
 func (f *Ferry[K, I, O]) Shutdown(ctx context.Context) error {
 	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
 		return errShutdownInCall
+	}
+	if inUserCode(false) {
+		return errShutdownInCallback
 	}
 	for _, s := range f.shards { // the shutdown starts, whether or not ctx has ended
 		select {

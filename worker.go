@@ -13,6 +13,9 @@ import (
 // a slow done or OnBatch holds its own worker, and no other batch waits for
 // it. callDone and onBatch also run on the other goroutines that call user
 // code: a Submit's ctx watcher, close's notifier, a direct call's caller.
+// The loop waits for every message these goroutines send it, but each is
+// sent with the shard's end in view (shard.send), so that none blocks even
+// after a Close from user code (see Ferry.Close).
 
 // worker is the loop's handle on one worker goroutine. The loop fills buf
 // with a batch and sends it on jobs only while the worker is idle; the worker
@@ -63,7 +66,7 @@ func work[K comparable, I, O any](s *shard[K, I, O], id int, jobs <-chan job[K, 
 		running = false
 		subs = finish(s, id, j, ins, outs, errs, all, subs[:0], report(f, j, start))
 	}
-	s.inc <- msg[K, I, O]{op: opExit}
+	s.send(msg[K, I, O]{op: opExit})
 }
 
 // finish releases j's key, then answers its callers, so that their next Do
@@ -72,7 +75,7 @@ func work[K comparable, I, O any](s *shard[K, I, O], id int, jobs <-chan job[K, 
 // it is idle. It returns subs, the buffer it used for the Submits.
 func finish[K comparable, I, O any](s *shard[K, I, O], id int, j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K]) []int {
 	f := s.f
-	s.inc <- msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)}
+	s.send(msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)})
 	subs = reply(j.batch, outs, errs, all, subs)
 	for _, i := range subs {
 		callDone(s, j.batch[i], pick(outs, errs, all, i))
@@ -80,12 +83,12 @@ func finish[K comparable, I, O any](s *shard[K, I, O], id int, j job[K, I, O], i
 	if f.onBatch != nil {
 		b.Err = failure(errs, all)
 		if onBatch(f, b) {
-			s.inc <- msg[K, I, O]{op: opPanicked, worker: 1}
+			s.send(msg[K, I, O]{op: opPanicked, worker: 1})
 		}
 	}
 	clear(ins) // after the answers: outs may be ins
 	clear(j.batch)
-	s.inc <- msg[K, I, O]{op: opIdle, worker: int32(id)}
+	s.send(msg[K, I, O]{op: opIdle, worker: int32(id)})
 	return subs
 }
 
@@ -132,7 +135,7 @@ func callDone[K comparable, I, O any](s *shard[K, I, O], w *waiter[K, I, O], r r
 	}
 	defer func() {
 		if recover() != nil {
-			s.inc <- msg[K, I, O]{op: opPanicked}
+			s.send(msg[K, I, O]{op: opPanicked})
 		}
 	}()
 	done(r.out, r.err)
@@ -144,7 +147,7 @@ func callDoneAll[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O
 	for _, w := range ws {
 		callDone(s, w, result[O]{err: err})
 	}
-	s.inc <- msg[K, I, O]{op: opNotified}
+	s.send(msg[K, I, O]{op: opNotified})
 }
 
 // onBatch gives b to OnBatch, recovering a panic, and reports whether it

@@ -2,6 +2,9 @@ package ferry
 
 import (
 	"context"
+	"errors"
+	"os"
+	"os/exec"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -111,4 +114,178 @@ func TestDirectOnBatchPanicAtCloseIsCounted(t *testing.T) {
 		assert.ErrorIs(t, got(t, a).err, ErrClosed)
 		assert.Equal(t, Stats{DirectCalls: 1, OnBatchPanics: 1}, h.f.Stats())
 	})
+}
+
+// userCloses are scenarios in which user code that the ferry runs (a done,
+// an OnBatch, a Call) calls Close, Flush or Shutdown: each of which once
+// waited forever for that very code. TestCloseFromUserCode runs each in a
+// child process, so that such a wait fails the test (synctest panics on a
+// bubble with every goroutine blocked) instead of ending the test binary.
+var userCloses = map[string]func(t *testing.T){
+	"done calls Close":                    func(t *testing.T) { closeFrom(t, "done", Config[string, in]{}) },
+	"OnBatch calls Close":                 func(t *testing.T) { closeFrom(t, "OnBatch", Config[string, in]{}) },
+	"a direct call's OnBatch calls Close": func(t *testing.T) { closeFrom(t, "OnBatch", Config[string, in]{DirectCalls: true}) },
+	"a Call calls Close":                  func(t *testing.T) { closeFrom(t, "Call", Config[string, in]{}) },
+	"a direct Call calls Close":           func(t *testing.T) { closeFrom(t, "Call", Config[string, in]{DirectCalls: true}) },
+	"done calls Close, with shards":       func(t *testing.T) { closeFrom(t, "done", Config[string, in]{Shards: 3}) },
+	"a ctx watcher's done calls Close":    func(t *testing.T) { closeFrom(t, "watcher", Config[string, in]{MaxBatchDelay: time.Hour}) },
+	"done calls Flush":                    func(t *testing.T) { refusedFrom(t, "done", "Flush") },
+	"done calls Shutdown":                 func(t *testing.T) { refusedFrom(t, "done", "Shutdown") },
+	"OnBatch calls Flush":                 func(t *testing.T) { refusedFrom(t, "OnBatch", "Flush") },
+	"OnBatch calls Shutdown":              func(t *testing.T) { refusedFrom(t, "OnBatch", "Shutdown") },
+	"a direct call's OnBatch calls Flush": func(t *testing.T) { refusedFrom(t, "direct OnBatch", "Flush") },
+	"a ctx watcher's done calls Shutdown": func(t *testing.T) { refusedFrom(t, "watcher", "Shutdown") },
+	"a Call of another ferry calls Flush": func(t *testing.T) { flushFromAnotherFerry(t) },
+	"done calls Close, one worker":        func(t *testing.T) { closeFrom(t, "done", Config[string, in]{MaxInFlightBatches: 1}) },
+}
+
+func TestCloseFromUserCode(t *testing.T) {
+	for name, run := range userCloses {
+		t.Run(name, func(t *testing.T) {
+			if os.Getenv("FERRY_USERCLOSE") == name {
+				synctest.Test(t, run) // returns once every goroutine of the bubble has gone
+				return
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestCloseFromUserCode$/^"+t.Name()[len("TestCloseFromUserCode/"):]+"$", "-test.v")
+			// The race detector sleeps a second as a process exits, unless told not to.
+			cmd.Env = append(os.Environ(), "FERRY_USERCLOSE="+name, "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "the child process:\n%s", out)
+			assert.Contains(t, string(out), "--- PASS: TestCloseFromUserCode/", "the child ran the scenario")
+		})
+	}
+}
+
+// closeFrom runs a ferry whose user code of kind where (done, OnBatch, Call,
+// or the done a Submit's ctx watcher calls) calls Close: that Close returns
+// nil at once, the test's own Close returns once the ferry has ended, and a
+// Do after it gets ErrClosed.
+func closeFrom(t *testing.T, where string, cfg Config[string, in]) {
+	var f *Ferry[string, in, int]
+	closed := make(chan error, 1)
+	closeOnce := func() {
+		select {
+		case closed <- f.Close():
+		default:
+			t.Error("Close called twice")
+		}
+	}
+	if where == "OnBatch" {
+		cfg.OnBatch = func(Batch[string]) { closeOnce() }
+	}
+	cfg.Key = inCfg.Key
+	f, err := New(func(ctx context.Context, _ string, ins []in) ([]int, error) {
+		if where == "Call" {
+			closeOnce()
+			<-ctx.Done() // ended by that close
+		}
+		return tens(ins), nil
+	}, cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	var a chan answer
+	switch where {
+	case "done":
+		done := make(chan error, 1)
+		require.NoError(t, f.Submit(ctx, in{Key: "a", ID: 1}, func(_ int, err error) {
+			done <- err
+			closeOnce()
+		}))
+		synctest.Wait()
+		require.NoError(t, <-done)
+	case "watcher":
+		cctx, cancel := context.WithCancel(ctx)
+		require.NoError(t, f.Submit(cctx, in{Key: "a", ID: 1}, func(_ int, err error) {
+			assert.ErrorIs(t, err, context.Canceled)
+			closeOnce()
+		}))
+		synctest.Wait()
+		cancel() // dropped: the watcher calls done
+	default:
+		a = do(f, ctx, in{Key: "a", ID: 1})
+	}
+	synctest.Wait()
+	require.Len(t, closed, 1, "Close from the %s has returned", where)
+	assert.NoError(t, <-closed)
+	if a != nil {
+		x := got(t, a)
+		if where == "Call" {
+			assert.NoError(t, x.err, "the call ended with ErrClosed as its cause, and returned its outputs")
+		} else {
+			assert.Equal(t, answer{10, nil}, x)
+		}
+	}
+	require.NoError(t, f.Close(), "a Close from elsewhere waits for the ferry's end")
+	_, err = f.Do(ctx, in{Key: "c", ID: 3})
+	assert.ErrorIs(t, err, ErrClosed)
+	s := f.Stats()
+	assert.Zero(t, s.Busy+s.Queued)
+	assert.Zero(t, s.OnBatchPanics+s.DonePanics)
+}
+
+// refusedFrom runs a ferry whose done or OnBatch (where) calls Flush or
+// Shutdown (what): each would wait for that very code, so it is refused at
+// once with an error.
+func refusedFrom(t *testing.T, where, what string) {
+	start := time.Now()
+	var f *Ferry[string, in, int]
+	errs := make(chan error, 1)
+	call := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		if what == "Flush" {
+			errs <- f.Flush(ctx)
+		} else {
+			errs <- f.Shutdown(ctx)
+		}
+	}
+	cfg := Config[string, in]{Key: inCfg.Key}
+	switch where {
+	case "OnBatch", "direct OnBatch":
+		cfg.OnBatch = func(Batch[string]) { call() }
+		cfg.DirectCalls = where == "direct OnBatch"
+	case "watcher":
+		cfg.MaxBatchDelay = time.Hour
+	}
+	f, err := New(func(_ context.Context, _ string, ins []in) ([]int, error) { return tens(ins), nil }, cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	switch where {
+	case "done":
+		require.NoError(t, f.Submit(ctx, in{Key: "a", ID: 1}, func(int, error) { call() }))
+	case "watcher":
+		cctx, cancel := context.WithCancel(ctx)
+		require.NoError(t, f.Submit(cctx, in{Key: "a", ID: 1}, func(int, error) { call() }))
+		synctest.Wait()
+		cancel() // dropped: the watcher calls done
+	default:
+		a, err := f.Do(ctx, in{Key: "a", ID: 1})
+		assert.Equal(t, answer{10, nil}, answer{a, err})
+	}
+	synctest.Wait()
+	require.Len(t, errs, 1, "%s from %s has returned", what, where)
+	err = <-errs
+	assert.ErrorContains(t, err, "ferry: "+what+" from inside")
+	assert.False(t, errors.Is(err, ErrClosed) || errors.Is(err, context.DeadlineExceeded), "%v", err)
+	assert.Zero(t, time.Since(start), "refused at once")
+	require.NoError(t, f.Close())
+}
+
+// A Call of one ferry may Flush another: only a ferry's own user code is
+// refused.
+func flushFromAnotherFerry(t *testing.T) {
+	other, err := New(func(_ context.Context, _ string, ins []in) ([]int, error) { return tens(ins), nil },
+		Config[string, in]{Key: inCfg.Key, MaxBatchDelay: time.Hour})
+	require.NoError(t, err)
+	defer other.Close()
+	o := do(other, context.Background(), in{Key: "x", ID: 9})
+	synctest.Wait()
+	f, err := New(func(ctx context.Context, _ string, ins []in) ([]int, error) {
+		return tens(ins), other.Flush(ctx)
+	}, Config[string, in]{Key: inCfg.Key})
+	require.NoError(t, err)
+	defer f.Close()
+	out, err := f.Do(context.Background(), in{Key: "a", ID: 1})
+	assert.Equal(t, answer{10, nil}, answer{out, err})
+	assert.Equal(t, answer{90, nil}, got(t, o), "flushed")
 }
