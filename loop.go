@@ -498,6 +498,9 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 		l.round.left -= wk.owe.n
 	}
 	wk.owe, wk.idle = owed{}, true
+	if cap(wk.buf) > keepCap {
+		wk.buf = nil
+	}
 	l.share.releaseSlot()
 	l.idle = append(l.idle, id)
 }

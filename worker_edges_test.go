@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -288,4 +289,43 @@ func flushFromAnotherFerry(t *testing.T) {
 	out, err := f.Do(context.Background(), in{Key: "a", ID: 1})
 	assert.Equal(t, answer{10, nil}, answer{out, err})
 	assert.Equal(t, answer{90, nil}, got(t, o), "flushed")
+}
+
+// Item 9: a worker keeps no buffer of a big batch once it is over, so that
+// an idle ferry's memory follows what waits, not the biggest batch it ran.
+func TestBigBatchLeavesNoBuffers(t *testing.T) {
+	const n = 1 << 18
+	echoIns := func(_ context.Context, _ int, ins []int) ([]int, error) { return ins, nil }
+	for _, how := range []string{"DoMany", "Submit"} {
+		t.Run(how, func(t *testing.T) {
+			f, err := New(echoIns, Config[int, int]{Key: func(int) int { return 0 }, MaxBatchSize: n,
+				MaxQueued: n, MaxBatchDelay: time.Hour, Shards: 1})
+			require.NoError(t, err)
+			defer f.Close()
+			ctx := context.Background()
+			for i := range 2 { // a small batch first, as any ferry has
+				require.NoError(t, f.Submit(ctx, i, nil))
+			}
+			require.NoError(t, f.Flush(ctx))
+			before := heap()
+			switch how {
+			case "DoMany":
+				outs, err := f.DoMany(ctx, make([]int, n)) // a full lane: due at once
+				require.NoError(t, err)
+				require.Len(t, outs, n)
+			case "Submit":
+				var done atomic.Int64
+				for i := range n {
+					require.NoError(t, f.Submit(ctx, i, func(int, error) { done.Add(1) }))
+				}
+				require.NoError(t, f.Flush(ctx))
+				require.Equal(t, int64(n), done.Load())
+			}
+			s := f.Stats()
+			require.Equal(t, uint64(2), s.Batches, "one batch of %d after the small one", n)
+			kept := int64(heap()) - int64(before)
+			t.Logf("%s: %d bytes kept after a batch of %d", how, kept, n)
+			assert.Less(t, kept, int64(1<<20), "bytes kept after the batch")
+		})
+	}
 }
