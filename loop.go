@@ -51,9 +51,6 @@ type loop[K comparable, I, O any] struct {
 	s       *shard[K, I, O] // the loop's: its channel, its end and its calls' context
 	lim     limits          // the shard's
 	st      *state[K, *waiter[K, I, O]]
-	workers []worker[K, I, O]
-	most    int   // workers it may start
-	idle    []int // workers with no batch
 	alarm   alarm
 	directs map[K]directCall            // direct calls in flight, by key
 	dpeak   int                         // most directs since the map was rebuilt; see shrink
@@ -68,8 +65,9 @@ type loop[K comparable, I, O any] struct {
 	notify   int                       // goroutines calling Submits' done that the loop waits for
 
 	closing bool // drained, calls cancelled: ending once busy is 0
-	stopped bool // worker channels closed
-	exited  int  // workers gone
+	stopped bool // its workers are stopped, as it ends: see share.stopWorkers
+	stops   int  // workers it stopped
+	exited  int  // of those, gone
 
 	tally Stats // the counters since New; stats fills in the rest
 
@@ -78,7 +76,7 @@ type loop[K comparable, I, O any] struct {
 
 	share   share[K, I, O] // the room and the slots the shards share
 	batch   []msg[K, I, O] // one wake-up's messages, with several shards: see receive
-	started []start[K, I, O]
+	started []job[K, I, O] // the batches a dispatch took, sent once it has lent its room
 
 	stamps  bool          // OnBatch without a MaxBatchDelay: the loop stamps inputs, see stamp
 	stamped bool          // at is this wake-up's
@@ -92,8 +90,6 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		s:       s,
 		lim:     lim,
 		st:      newState[K, *waiter[K, I, O]](lim, f.origin),
-		workers: make([]worker[K, I, O], 0, most),
-		most:    most,
 		alarm:   newAlarm(),
 		directs: make(map[K]directCall),
 		reports: make(map[*waiter[K, I, O]]uint64),
@@ -102,7 +98,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, lim.queuedWeight),
 	}
-	l.share = share[K, I, O]{st: l.st, lim: lim, own: own}
+	l.share = share[K, I, O]{st: l.st, lim: lim, own: own, most: most, f: f}
 	if n := len(f.shards); n > 1 { // the room starts in spare: see share
 		l.share.spare, l.share.slots = f.spare, f.slots
 		l.st.grow(-lim.queued, -lim.queuedWeight)
@@ -111,31 +107,6 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		l.errFullWeight = fmt.Errorf("%w: the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", ErrRejected)
 	}
 	return l
-}
-
-// startWorker starts a worker, idle. Workers start as batches need them, up
-// to most.
-func (l *loop[K, I, O]) startWorker() {
-	id := len(l.workers)
-	c := make(chan job[K, I, O], 1)                                     // a batch, only while idle
-	l.workers = append(l.workers, worker[K, I, O]{jobs: c, idle: true}) // within cap: pointers stay
-	l.idle = append(l.idle, id)
-	go work(l.s, id, c)
-}
-
-// takeWorker returns an idle worker for a batch, with a slot (see
-// share.takeSlot), starting one if none is idle and fewer than most run; ok is
-// false if it cannot.
-func (l *loop[K, I, O]) takeWorker() (id int, ok bool) {
-	if len(l.idle) == 0 && len(l.workers) == l.most || !l.share.takeSlot() {
-		return 0, false
-	}
-	if len(l.idle) == 0 {
-		l.startWorker()
-	}
-	id = l.idle[len(l.idle)-1]
-	l.idle = l.idle[:len(l.idle)-1]
-	return id, true
 }
 
 // run is the loop: it sleeps until a message arrives or the alarm fires, then
@@ -151,9 +122,9 @@ func (l *loop[K, I, O]) run() {
 		if l.alarm.armed() {
 			fire = l.alarm.t.C
 		}
-		var slot <-chan struct{}
+		var slot <-chan any
 		if l.share.starved {
-			slot = l.share.slots
+			slot = l.share.slots.free
 		}
 		if fire == nil && slot == nil {
 			l.receive(<-inc)
@@ -165,8 +136,8 @@ func (l *loop[K, I, O]) run() {
 		case <-fire:
 			l.alarm.fired()
 			l.dispatch(l.now())
-		case <-slot:
-			l.share.held++
+		case wk := <-slot:
+			l.share.gotSlot(wk)
 			l.dispatch(l.now())
 		}
 	}
@@ -283,7 +254,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			} else {
 				l.countIf(l.round != nil && n <= l.round.claims)
 			}
-		} else if wk := &l.workers[m.worker]; wk.cancel != nil {
+		} else if wk := l.share.workers[m.worker]; wk.cancel != nil {
 			wk.cancel(nil) // the call is over: free its context
 			wk.tag, wk.live, wk.cancel = 0, 0, nil
 		}
@@ -425,9 +396,9 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
 	if w.tk.seq < 1<<63 {
 		return // not flying: still waiting, or CancelAbandoned is off
 	}
-	wk := &l.workers[w.tk.rank]
-	if wk.tag != w.tk.seq {
-		return // its batch is over
+	wk := l.share.workers[w.tk.rank]
+	if wk == nil || wk.tag != w.tk.seq {
+		return // its batch is over (and its worker given back)
 	}
 	if wk.live--; wk.live == 0 {
 		wk.cancel(ErrAbandoned) // only the ferry's contexts: no user code
@@ -493,16 +464,15 @@ func (l *loop[K, I, O]) countIf(ok bool) {
 // idleWorker frees worker id, which has answered its batch, and counts what
 // its batch owed the round in progress.
 func (l *loop[K, I, O]) idleWorker(id int) {
-	wk := &l.workers[id]
+	wk := l.share.workers[id]
 	if l.round != nil && wk.owe.round == l.round.id {
 		l.round.left -= wk.owe.n
 	}
-	wk.owe, wk.idle = owed{}, true
+	wk.owe = owed{}
 	if cap(wk.buf) > keepCap {
 		wk.buf = nil
 	}
-	l.share.releaseSlot()
-	l.idle = append(l.idle, id)
+	l.share.releaseSlot(id)
 }
 
 // startRound starts a round for the Flushes waiting: every input waiting is due
@@ -518,8 +488,8 @@ func (l *loop[K, I, O]) startRound() {
 	r := &round{id: l.rounds, seq: l.st.seq, claims: l.claims, drops: l.drops, replies: l.flushers}
 	l.flushers = nil
 	r.left = l.st.queued + len(l.directs) + len(l.reports) + l.notify
-	for i := range l.workers {
-		if wk := &l.workers[i]; !wk.idle {
+	for _, wk := range l.share.workers {
+		if wk != nil && !wk.idle {
 			wk.owe = owed{r.id, 1}
 			r.left++
 		}
@@ -552,17 +522,16 @@ func (l *loop[K, I, O]) dispatch(now time.Time) {
 	st := l.st
 	l.share.starved = false
 	for st.hasReady(now) {
-		id, ok := l.takeWorker()
+		id, ok := l.share.takeSlot()
 		if !ok {
 			break
 		}
-		wk := &l.workers[id]
+		wk := l.share.workers[id]
 		key, batch, _ := st.take(now, wk.buf[:0])
 		wk.buf, wk.idle, wk.owe = batch, false, owed{}
-		l.share.flying++
 		l.tally.Batches++
 		l.tally.Taken += uint64(len(batch))
-		j := job[K, I, O]{key: key, batch: batch, ctx: l.s.ctx}
+		j := job[K, I, O]{s: l.s, id: int32(id), key: key, batch: batch, ctx: l.s.ctx}
 		if r := l.round; r != nil {
 			n := 0
 			for _, w := range batch {
@@ -579,12 +548,12 @@ func (l *loop[K, I, O]) dispatch(now time.Time) {
 				w.tk = inFlight(id, l.tally.Batches)
 			}
 		}
-		l.started = append(l.started, start[K, I, O]{id, j})
+		l.started = append(l.started, j)
 	}
 	l.share.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
 	l.share.giveBackRoom()      // before the batches start: their callers may come back to another shard
-	for _, s := range l.started {
-		l.workers[s.id].jobs <- s.j
+	for _, j := range l.started {
+		l.share.workers[j.id].jobs <- j
 	}
 	clear(l.started)
 	l.started = l.started[:0]
@@ -592,7 +561,7 @@ func (l *loop[K, I, O]) dispatch(now time.Time) {
 	// or a slot, which wake the loop anyway; a due lane must not keep the
 	// alarm ringing meanwhile.
 	t, ok := st.earliest()
-	l.alarm.arm(t, ok && (len(l.idle) > 0 || len(l.workers) < l.most) && !l.share.starved, now)
+	l.alarm.arm(t, ok && l.share.mayTake(), now)
 }
 
 // close drains the room, answering every waiting caller with ErrClosed, and
@@ -641,16 +610,14 @@ func (l *loop[K, I, O]) end() bool {
 	if st.shuttingDown && st.idle() {
 		l.close()
 	}
-	if !l.closing || st.busy > 0 || l.notify > 0 || len(l.idle) < len(l.workers) || len(l.reports) > 0 {
+	if !l.closing || st.busy > 0 || l.notify > 0 || l.share.busy() > 0 || len(l.reports) > 0 {
 		return false
 	}
 	if !l.stopped {
 		l.stopped = true
-		for _, wk := range l.workers {
-			close(wk.jobs)
-		}
+		l.stops = l.share.stopWorkers(l.s)
 	}
-	if l.exited < len(l.workers) {
+	if l.exited < l.stops {
 		return false
 	}
 	l.alarm.t.Stop()

@@ -70,15 +70,12 @@ var (
 // which is still to come.
 var errCancelled = errors.New("ferry: wait cancelled")
 
-// start is a batch for worker id, which the loop sends once the wake-up has
-// lent its room.
-type start[K comparable, I, O any] struct {
-	id int
-	j  job[K, I, O]
-}
-
-// job is a batch for a worker, and its call's context, sent by the loop.
+// job is a batch for a worker, and its call's context, sent by the loop of
+// s, which holds the worker as id and wants its messages: with several
+// shards, not always the same loop. A job with no batch stops the worker.
 type job[K comparable, I, O any] struct {
+	s     *shard[K, I, O]
+	id    int32
 	key   K
 	batch []*waiter[K, I, O]
 	ctx   context.Context

@@ -37,35 +37,46 @@ func (r room) take() budget { return <-r }
 // put puts back the budget taken, changed.
 func (r room) put(b budget) { r <- b }
 
-// tokens are the slots for batches that no shard holds: a channel as big as
-// MaxInFlightBatches with one token in it per free slot, as a set of work
-// desks. A slot is taken without waiting (tryTake), or by a starved loop in
-// its select; put gives one back and never blocks, as the slots taken and
-// not given back are never more than the channel holds. Nil with one shard.
-// Its methods run on the loops.
-type tokens chan struct{}
+// tokens are the slots for batches that no shard holds, with several
+// shards: free, a channel as big as MaxInFlightBatches with one token in it
+// per free slot, as a set of work desks. A slot is a worker: its token is
+// the worker, idle (a *worker[K, I, O], as any so that tokens need no type
+// parameters), or nil for one not started yet, which the shard that takes it
+// starts; so the ferry never has more workers than slots, whichever shards
+// run its batches. A slot is taken without waiting (tryTake), or by a
+// starved loop in its select; put gives one back and never blocks, as the
+// slots taken and not given back are never more than the channel holds.
+// ended counts the shards whose loops have ended, in a channel of one: the
+// last stops the workers in free (see share.stopWorkers). Zero with one
+// shard. Its methods run on the loops.
+type tokens struct {
+	free  chan any
+	ended chan int
+}
 
-// newTokens returns n free slots.
+// newTokens returns n free slots, whose workers have not started.
 func newTokens(n int) tokens {
-	t := make(tokens, n)
+	t := tokens{free: make(chan any, n), ended: make(chan int, 1)}
 	for range n {
-		t <- struct{}{}
+		t.free <- nil
 	}
+	t.ended <- 0
 	return t
 }
 
-// tryTake takes a free slot, and reports false at once if there is none.
-func (t tokens) tryTake() bool {
+// tryTake takes a free slot, its worker or nil, and reports false at once if
+// there is none.
+func (t tokens) tryTake() (any, bool) {
 	select {
-	case <-t:
-		return true
+	case wk := <-t.free:
+		return wk, true
 	default:
-		return false
+		return nil, false
 	}
 }
 
-// put gives back a slot.
-func (t tokens) put() { t <- struct{}{} }
+// put gives back a slot, its worker idle, or nil if it has none.
+func (t tokens) put(wk any) { t.free <- wk }
 
 // share is a loop's side of what the shards of its ferry share: the room no
 // shard holds (spare) and the slots. With one shard both are nil and it
@@ -90,11 +101,14 @@ type share[K comparable, I, O any] struct {
 
 	spare room // the ferry's, with several shards
 
-	slots   tokens // the ferry's, with several shards: see takeSlot
-	starved bool   // a lane is ready and a worker free, but no slot: run waits for one
-	held    int    // slots the shard holds, in use or not
-	flying  int    // batches in flight, each on a slot it holds
-	own     int    // its share of the slots: see takeSlot
+	slots   tokens             // the ferry's, with several shards: see takeSlot
+	starved bool               // a lane is ready, but no worker is free and no slot: run waits for one
+	own     int                // its share of the slots: see takeSlot
+	most    int                // with one shard, the workers it may start: MaxInFlightBatches
+	f       *Ferry[K, I, O]    // whose workers it starts
+	workers []*worker[K, I, O] // the workers it holds, each on a slot, by id; nil: an id free
+	idle    []int              // the ids of those with no batch
+	free    []int              // the ids free
 
 	replies []later[K, I, O] // words on room freed, with several shards: see replyAfterLend
 }
@@ -192,48 +206,139 @@ func (sh *share[K, I, O]) sendReplies() {
 	sh.replies = sh.replies[:0]
 }
 
-// takeSlot reports whether this shard may start a batch, taking a slot from
-// the ferry's pool if it must: with several shards, a shard holds slots, each
-// good for one batch in flight, and all of them together are
-// MaxInFlightBatches, so that the batched calls in flight across shards never
-// pass it while one shard may run all of them. The pool is a channel holding
-// the slots no shard holds. A shard that finds none there is starved: its
-// loop then waits for one beside its inbound channel (see loop.run). As a
-// batch ends, a shard keeps its slot if it holds no more than its own share (own),
-// so that busy shards do not pass slots back and forth, and else gives it
-// back, where a starved shard gets it; at the end of each dispatch it gives back
-// the slots it holds and does not use (see giveBackIdleSlots).
-func (sh *share[K, I, O]) takeSlot() bool {
-	if sh.slots == nil || sh.flying < sh.held {
-		return true
+// takeSlot returns the id of an idle worker for a batch, with its slot, and
+// false if it has none. A shard holds workers, and each is a slot, good for
+// one batch in flight. With one shard they are all its own: it starts them
+// as batches need them, up to most, and keeps them. With several, all of them
+// together are MaxInFlightBatches, so that the batched calls in flight, and
+// the workers, across shards never pass it, while one shard may run all of
+// them: a shard with no idle worker takes a slot from the ferry's pool (see
+// tokens), and starts its worker if it has none. A shard that finds none there
+// is starved: its loop then waits for one beside its inbound channel (see
+// loop.run and gotSlot). As a batch ends and its worker is idle again, a
+// shard keeps it if it holds no more than its own share (own), so that busy
+// shards do not pass slots back and forth, and else gives it back, where a
+// starved shard gets it; at the end of each dispatch it gives back the idle
+// workers it holds (see giveBackIdleSlots).
+func (sh *share[K, I, O]) takeSlot() (id int, ok bool) {
+	if n := len(sh.idle); n > 0 {
+		id, sh.idle = sh.idle[n-1], sh.idle[:n-1]
+		return id, true
 	}
-	if !sh.slots.tryTake() {
+	var wk any
+	if sh.slots.free == nil {
+		if len(sh.workers) == sh.most {
+			return 0, false
+		}
+	} else if wk, ok = sh.slots.tryTake(); !ok {
 		sh.starved = true
-		return false
+		return 0, false
 	}
-	sh.held++
-	return true
+	return sh.hold(wk), true
 }
 
-// releaseSlot gives back the slot of a batch that ended, if the shard holds
-// more than its share.
-func (sh *share[K, I, O]) releaseSlot() {
-	if sh.slots == nil {
+// gotSlot takes wk, a slot's worker or nil, that the starved loop's select
+// received from the pool, as an idle worker the shard holds.
+func (sh *share[K, I, O]) gotSlot(wk any) {
+	sh.idle = append(sh.idle, sh.hold(wk))
+}
+
+// hold adds wk, a slot's worker, to those the shard holds, starting it if it
+// is nil, and returns its id.
+func (sh *share[K, I, O]) hold(x any) int {
+	wk, _ := x.(*worker[K, I, O])
+	if wk == nil {
+		wk = newWorker(sh.f)
+	}
+	wk.idle = true
+	if n := len(sh.free); n > 0 {
+		id := sh.free[n-1]
+		sh.free = sh.free[:n-1]
+		sh.workers[id] = wk
+		return id
+	}
+	sh.workers = append(sh.workers, wk)
+	return len(sh.workers) - 1
+}
+
+// releaseSlot takes back worker id, which has answered its batch, as idle,
+// or gives it back with its slot if the shard holds more than its share.
+func (sh *share[K, I, O]) releaseSlot(id int) {
+	sh.workers[id].idle = true
+	if sh.slots.free != nil && len(sh.workers)-len(sh.free) > sh.own {
+		sh.giveBack(id)
 		return
 	}
-	if sh.flying--; sh.held > sh.own {
-		sh.held--
-		sh.slots.put()
-	}
+	sh.idle = append(sh.idle, id)
 }
 
-// giveBackIdleSlots gives back the slots this shard holds and does not use,
-// at the end of each dispatch, for the other shards.
+// giveBackIdleSlots gives back the idle workers this shard holds, with their
+// slots, at the end of each dispatch, for the other shards.
 func (sh *share[K, I, O]) giveBackIdleSlots() {
-	for sh.slots != nil && sh.held > sh.flying {
-		sh.held--
-		sh.slots.put()
+	if sh.slots.free == nil {
+		return
 	}
+	for _, id := range sh.idle {
+		sh.giveBack(id)
+	}
+	sh.idle = sh.idle[:0]
+}
+
+// giveBack gives worker id back to the pool, with its slot.
+func (sh *share[K, I, O]) giveBack(id int) {
+	sh.slots.put(sh.workers[id])
+	sh.workers[id] = nil
+	sh.free = append(sh.free, id)
+}
+
+// mayTake reports whether takeSlot may yet find a worker: one is idle, or
+// with one shard fewer than most have started, or with several the shard is
+// not starved (it has not found the pool empty since its dispatch began).
+func (sh *share[K, I, O]) mayTake() bool {
+	if sh.slots.free == nil {
+		return len(sh.idle) > 0 || len(sh.workers) < sh.most
+	}
+	return !sh.starved
+}
+
+// busy is how many of the workers the shard holds have a batch.
+func (sh *share[K, I, O]) busy() int {
+	return len(sh.workers) - len(sh.free) - len(sh.idle)
+}
+
+// stopWorkers stops the workers the shard holds, all idle, as its loop
+// ends, and with several shards gives back their slots without them; the
+// last shard to end then stops the workers in the pool, which every other
+// shard has given back by then. Each stopped worker tells the loop, s's, as
+// it exits; stopWorkers returns how many it stopped.
+func (sh *share[K, I, O]) stopWorkers(s *shard[K, I, O]) int {
+	n := 0
+	for _, wk := range sh.workers {
+		if wk == nil {
+			continue
+		}
+		wk.jobs <- job[K, I, O]{s: s} // a stop: no batch
+		n++
+		if sh.slots.free != nil {
+			sh.slots.put(nil)
+		}
+	}
+	sh.workers, sh.idle, sh.free = nil, nil, nil
+	if sh.slots.free == nil {
+		return n
+	}
+	ended := <-sh.slots.ended + 1
+	sh.slots.ended <- ended
+	if ended < len(sh.f.shards) {
+		return n
+	}
+	for range cap(sh.slots.free) {
+		if wk, _ := (<-sh.slots.free).(*worker[K, I, O]); wk != nil {
+			wk.jobs <- job[K, I, O]{s: s}
+			n++
+		}
+	}
+	return n
 }
 
 // later is the loop's word on a drop, or on a DoMany's part (which may let

@@ -5,17 +5,19 @@ import (
 	"time"
 )
 
-// This file is the workers: goroutines that run batched calls for a loop,
-// answer their callers and tell OnBatch, and the loop's handle on each. A
+// This file is the workers: goroutines that run batched calls for the loops,
+// answer their callers and tell OnBatch, and the loops' handle on each. A
 // worker's release is sent before it answers its callers, so that their next
 // Do comes after it; the worker is free again (opIdle) only once it has
 // answered them, their done has returned and OnBatch has been told, so that
 // a slow done or OnBatch holds its own worker, and no other batch waits for
-// it. callDone and onBatch also run on the other goroutines that call user
-// code: a Submit's ctx watcher, close's notifier, a direct call's caller.
-// The loop waits for every message these goroutines send it, but each is
-// sent with the shard's end in view (shard.send), so that none blocks even
-// after a Close from user code (see Ferry.Close).
+// it. With several shards a worker is a slot, which shards pass on (see
+// tokens): each job says which shard's loop holds it, and so whom to tell.
+// callDone and onBatch also run on the other goroutines that call user code:
+// a Submit's ctx watcher, close's notifier, a direct call's caller. The loop
+// waits for every message these goroutines send it, but each is sent with
+// the shard's end in view (shard.send), so that none blocks even after a
+// Close from user code (see Ferry.Close).
 
 // keepCap is the most inputs a buffer of a batch (a worker's inputs and
 // Submits, the loop's batch for it) keeps between batches: one that grew past
@@ -27,13 +29,15 @@ import (
 // inputs.
 const keepCap = 1024
 
-// worker is the loop's handle on one worker goroutine. The loop fills buf
-// with a batch and sends it on jobs only while the worker is idle; the worker
-// reads the batch, clears it, and then tells the loop it is idle, so the two
-// never touch buf at once. It has no methods: the loop owns it; the worker
-// goroutine only receives from jobs.
+// worker is a loop's handle on one worker goroutine: with one shard the
+// loop's own, with several a slot's, which one loop at a time holds (see
+// share.takeSlot) and gives back only while it is idle. The loop that holds
+// it fills buf with a batch and sends it on jobs only while the worker is
+// idle; the worker reads the batch, clears it, and only then tells the loop
+// it is idle, so the two never touch buf at once. It has no methods: the
+// loop that holds it owns it; the worker goroutine only receives from jobs.
 type worker[K comparable, I, O any] struct {
-	jobs chan job[K, I, O] // loop -> worker: a batch, only while idle
+	jobs chan job[K, I, O] // loop -> worker: a batch, only while idle; or a stop
 	buf  []*waiter[K, I, O]
 	idle bool // it has no batch: opIdle came since its last
 	owe  owed // to the Flush round in progress, told by its opIdle: see startRound
@@ -45,11 +49,18 @@ type worker[K comparable, I, O any] struct {
 	cancel context.CancelCauseFunc
 }
 
-// work runs batches for the loop until its jobs channel is closed. A Call
-// that ends the goroutine with runtime.Goexit fails its batch with errGoexit,
-// and a new goroutine takes the worker's place.
-func work[K comparable, I, O any](s *shard[K, I, O], id int, jobs <-chan job[K, I, O]) {
-	f := s.f
+// newWorker starts a worker goroutine for f and returns its handle.
+func newWorker[K comparable, I, O any](f *Ferry[K, I, O]) *worker[K, I, O] {
+	c := make(chan job[K, I, O], 1) // a batch, only while idle; or a stop
+	go work(f, c)
+	return &worker[K, I, O]{jobs: c}
+}
+
+// work runs the batches it gets on jobs, for the loop each names, until it
+// gets a stop (a job with no batch), and then tells that loop it has gone. A
+// Call that ends the goroutine with runtime.Goexit fails its batch with
+// errGoexit, and a new goroutine takes the worker's place.
+func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 	var (
 		ins     []I   // reused: a Call must not keep its inputs
 		subs    []int // reused: the Submits of a batch
@@ -59,11 +70,15 @@ func work[K comparable, I, O any](s *shard[K, I, O], id int, jobs <-chan job[K, 
 	)
 	defer func() {
 		if running {
-			finish(s, id, j, ins, nil, nil, errGoexit, subs[:0], report(f, j, start))
-			go work(s, id, jobs)
+			finish(j, ins, nil, nil, errGoexit, subs[:0], report(f, j, start))
+			go work(f, jobs)
 		}
 	}()
-	for j = range jobs {
+	for {
+		if j = <-jobs; j.batch == nil {
+			j.s.send(msg[K, I, O]{op: opExit})
+			return
+		}
 		ins = ins[:0]
 		for _, w := range j.batch {
 			ins = append(ins, w.in[0])
@@ -74,7 +89,7 @@ func work[K comparable, I, O any](s *shard[K, I, O], id int, jobs <-chan job[K, 
 		running = true
 		outs, errs, all := invoke(j.ctx, f, j.key, ins)
 		running = false
-		subs = finish(s, id, j, ins, outs, errs, all, subs[:0], report(f, j, start))
+		subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start))
 		j = job[K, I, O]{} // holds the batch, which the loop may drop
 		if cap(ins) > keepCap {
 			ins = nil
@@ -83,16 +98,16 @@ func work[K comparable, I, O any](s *shard[K, I, O], id int, jobs <-chan job[K, 
 			subs = nil
 		}
 	}
-	s.send(msg[K, I, O]{op: opExit})
 }
 
 // finish releases j's key, then answers its callers, so that their next Do
 // comes after the release: first the Do and DoMany callers, then the Submits'
 // done, in batch order; then it gives OnBatch b, and only then tells the loop
 // it is idle. It returns subs, the buffer it used for the Submits.
-func finish[K comparable, I, O any](s *shard[K, I, O], id int, j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K]) []int {
+func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K]) []int {
+	s := j.s
 	f := s.f
-	s.send(msg[K, I, O]{op: opRelease, key: j.key, worker: int32(id)})
+	s.send(msg[K, I, O]{op: opRelease, key: j.key, worker: j.id})
 	subs = reply(j.batch, outs, errs, all, subs)
 	for _, i := range subs {
 		callDone(s, j.batch[i], pick(outs, errs, all, i))
@@ -105,7 +120,7 @@ func finish[K comparable, I, O any](s *shard[K, I, O], id int, j job[K, I, O], i
 	}
 	clear(ins) // after the answers: outs may be ins
 	clear(j.batch)
-	s.send(msg[K, I, O]{op: opIdle, worker: int32(id)})
+	s.send(msg[K, I, O]{op: opIdle, worker: j.id})
 	return subs
 }
 

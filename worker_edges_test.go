@@ -3,8 +3,11 @@ package ferry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -328,4 +331,62 @@ func TestBigBatchLeavesNoBuffers(t *testing.T) {
 			assert.Less(t, kept, int64(1<<20), "bytes kept after the batch")
 		})
 	}
+}
+
+// Item 10: the ferry's workers are MaxInFlightBatches in all, whichever
+// shards run batches: a slot is a worker, and shards pass them on.
+func TestWorkersWithinMaxInFlightBatches(t *testing.T) {
+	for _, shards := range []int{2, 4} {
+		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				before := workerGoroutines()
+				h := newHarness(t, Config[string, in]{Shards: shards, MaxInFlightBatches: 4}, true)
+				ctx := context.Background()
+				most := 0
+				for round := range 2 {
+					for sh := range shards {
+						var as []chan answer
+						for i, k := range keysIn(h, sh, 4) {
+							as = append(as, h.do(ctx, in{Key: k, ID: i}))
+						}
+						synctest.Wait()
+						assert.Equal(t, 4, h.f.Stats().Busy, "shard %d runs four batches at once", sh)
+						most = max(most, workerGoroutines()-before)
+						for range as {
+							h.hold <- struct{}{}
+						}
+						synctest.Wait()
+						for i, a := range as {
+							assert.Equal(t, answer{10 * i, nil}, got(t, a), "round %d, shard %d", round, sh)
+						}
+					}
+				}
+				t.Logf("%d shards: at most %d worker goroutines", shards, most)
+				assert.LessOrEqual(t, most, 4)
+				require.NoError(t, h.f.Close())
+				synctest.Wait()
+				assert.Equal(t, 0, workerGoroutines()-before, "all gone after Close")
+			})
+		})
+	}
+}
+
+// workerGoroutines counts the goroutines running a ferry's worker.
+func workerGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "ferry.work[") {
+			count++
+		}
+	}
+	return count
 }
