@@ -236,9 +236,13 @@ func (f *Ferry[K, I, O]) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// Stats returns a snapshot of the ferry, taken by its loops (summed over
-// shards, each taken in its turn). After Close it returns the final snapshot.
-// It blocks only for the loops' turns.
+// Stats returns a snapshot of the ferry, taken by its loops. With several
+// shards it sums their snapshots, each taken in its turn, not at one instant:
+// so in the sum Busy, Queued and Weight can briefly exceed their bounds
+// (MaxInFlightBatches batched calls, MaxQueued, MaxQueuedWeight), as a slot or
+// room that one shard counted when its turn came moves to another before the
+// other's, though the ferry never exceeds them in fact. After Close it returns
+// the final snapshot. It blocks only for the loops' turns.
 func (f *Ferry[K, I, O]) Stats() Stats {
 	var st Stats
 	for _, s := range f.shards {
