@@ -79,7 +79,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 	base := context.WithValue(context.Background(), callKey{}, f)
 	f.origin = time.Now()
 	if n > 1 { // the shards share the room and the workers' slots
-		f.spare, f.slots = newRoom(budget{lim.queued, lim.queuedWeight}), newTokens(workers)
+		f.spare, f.slots = newRoom(budget{lim.queued, sharedWeight(lim)}), newTokens(workers)
 	}
 	for range n {
 		s := &shard[K, I, O]{f: f, inc: make(chan msg[K, I, O], incSize), done: make(chan struct{})}

@@ -101,7 +101,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 	l.share = share[K, I, O]{st: l.st, lim: lim, own: own}
 	if n := len(f.shards); n > 1 { // the room starts in spare: see share
 		l.share.spare, l.share.slots = f.spare, f.slots
-		l.st.grow(-lim.queued, -lim.queuedWeight)
+		l.st.grow(-lim.queued, -sharedWeight(lim))
 	}
 	if lim.queuedWeight == 0 {
 		l.errFullWeight = fmt.Errorf("%w: the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", ErrRejected)
@@ -226,7 +226,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			l.dpeak = max(l.dpeak, len(l.directs))
 			w.c <- result[O]{err: errClaimed}
 		default:
-			w.c <- result[O]{err: l.reject(o, 1, w.weight, 1)}
+			w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
 		}
 	case opAdmitMany, opHold, opUnhold:
 		l.admitPart(m.w.g, m.worker, m.op, now)
@@ -335,20 +335,24 @@ func (l *loop[K, I, O]) stamp(w *waiter[K, I, O]) {
 	w.at = l.at
 }
 
-// reject is the error for n inputs, the heaviest heaviest, that the room
+// reject is the error for n inputs weighing total, the heaviest heaviest, that the room
 // did not admit with outcome o, and counts all of them as rejected, for the
 // same reason: all the inputs of a DoMany over several shards, if not n.
-func (l *loop[K, I, O]) reject(o outcome, n int, heaviest int64, all int) error {
+func (l *loop[K, I, O]) reject(o outcome, n int, heaviest, total int64, all int) error {
 	if o == refused {
 		return ErrClosed
 	}
 	l.tally.Rejected += uint64(all)
 	lim := l.lim
 	spare, _ := l.st.spare() // the shard's: with several, what it holds of the shared room
+	// Inputs that no room could hold are refused for that (with several
+	// shards, their shard borrowed no room for them: see share.need); the
+	// others for what the room lacks now.
+	tooHeavy := lim.queuedWeight > 0 && total > lim.queuedWeight
 	switch {
 	case o == rejectedHeavy:
 		l.tally.RejectedHeavy += uint64(all)
-	case n > spare:
+	case n > lim.queued || n > spare && !tooHeavy:
 		l.tally.RejectedFull += uint64(all)
 	default:
 		l.tally.RejectedWeight += uint64(all)
@@ -364,7 +368,7 @@ func (l *loop[K, I, O]) reject(o outcome, n int, heaviest int64, all int) error 
 		return l.errFull
 	case n == 1:
 		return l.errFullWeight
-	case n > spare: // all of a DoMany's inputs, some perhaps in other shards
+	case n > spare && !tooHeavy: // all of a DoMany's inputs, some perhaps in other shards
 		return fmt.Errorf("%w: %d inputs, more than the room has spare (MaxQueued %d)", ErrRejected, all, lim.queued)
 	}
 	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, all)
@@ -381,7 +385,7 @@ func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Time) {
 	}
 	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
 	if o != admitted {
-		w.c <- result[O]{err: l.reject(o, 1, w.weight, 1)}
+		w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
 		return
 	}
 	l.stamp(w)
@@ -441,7 +445,7 @@ func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Tim
 	switch r := l.st.room(p.n, p.total, p.heaviest); {
 	case o == opUnhold:
 	case r != admitted:
-		p.err = l.reject(r, p.n, p.heaviest, len(g.ws))
+		p.err = l.reject(r, p.n, p.heaviest, p.total, len(g.ws))
 	case o == opHold:
 		l.st.hold(p.n, p.total)
 		p.held = true
