@@ -132,6 +132,16 @@ func check(ok bool) outcome {
 // so that its two GCs do not double the cost at 262,144 callers, where a GC
 // takes seconds beside the running callers. So give -benchtime 2x or more.
 //
+// The callers whose inputs cross the window's ends take its times and
+// memory statistics, and the goroutine running drive waits parked until the
+// window has ended: one that slept and polled the count could wait seconds
+// behind the callers. With tens of thousands of callers runnable most of
+// them wait in the scheduler's global run queue, which a processor reads once
+// in 61 turns while its local queue has work, and a goroutine preempted
+// (after 10ms running, as releasing 65,536 callers at once takes) goes to
+// its end: at 65,536 callers on one processor the warm-up of 65,536 inputs
+// took 7 s and 3.9 million inputs.
+//
 // It reports ns, allocations and bytes per answered input, and live-B/caller:
 // the heap and stacks in use (HeapAlloc + StackInuse) after a GC, taken once
 // the window has been measured and with the callers still running, beyond
@@ -139,11 +149,11 @@ func check(ok bool) outcome {
 // divided by n. The GC comes after the window so that the window starts where
 // it did before there was this metric, not right after a GC. With lv
 // withoutLive it does no GC after the window and reports no live-B/caller:
-// runtime.GC sweeps what is left of the heap a span per turn of the run
-// queue, and with tens of thousands of callers runnable that one GC took
-// from under a second to 50 s at 65,536 callers on 2 processors. It returns
-// the fraction of turns rejected in the window, for the callers that count
-// them.
+// runtime.GC sweeps what is left of the heap a span per turn through the
+// global run queue, and with tens of thousands of callers runnable that one
+// GC took from under a second to 50 s at 65,536 callers on 2 processors. It
+// returns the fraction of turns rejected in the window, for the callers that
+// count them.
 func drive(b *testing.B, n, per int, lv live, each func(ctx context.Context, c, i int) outcome) (rejectedPerOp float64) {
 	var done, wrongs, rejects atomic.Int64
 	var stop atomic.Bool
@@ -166,6 +176,26 @@ func drive(b *testing.B, n, per int, lv live, each func(ctx context.Context, c, 
 			cancel()
 		}
 	}()
+	// The window is from the input that brings done to from to the one that
+	// brings it to to.
+	from := int64(max(n*per, min(4*n*per, 1<<15)))
+	to := from + int64(max(b.N, n*per))
+	if probe {
+		from, to = 0, 1
+	}
+	w := window{done: &done, rejects: &rejects, started: make(chan struct{}), ended: make(chan struct{})}
+	if from == 0 {
+		w.start()
+	}
+	add := func(in int64) {
+		d := done.Add(in)
+		if d-in < from && d >= from {
+			w.start()
+		}
+		if d-in < to && d >= to {
+			w.end()
+		}
+	}
 	for c := range n {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancels = append(cancels, cancel)
@@ -174,40 +204,23 @@ func drive(b *testing.B, n, per int, lv live, each func(ctx context.Context, c, 
 			for i := 1; !stop.Load(); i++ {
 				switch each(ctx, c, i) {
 				case right:
-					done.Add(int64(per))
+					add(int64(per))
 				case wrong:
 					wrongs.Add(1)
-					done.Add(int64(per))
+					add(int64(per))
 				case rejected:
 					rejects.Add(1)
 				}
 			}
 		})
 	}
-	close(begin)
-	warm := int64(max(n*per, min(4*n*per, 1<<15)))
-	if probe {
-		warm = 0
-	}
-	for done.Load() < warm {
-		time.Sleep(time.Millisecond)
-	}
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	start, rej0 := done.Load(), rejects.Load()
 	b.ResetTimer()
-	t0 := time.Now()
-	window := int64(max(b.N, n*per))
-	if probe {
-		window = 1
-	}
-	for done.Load()-start < window {
-		time.Sleep(100 * time.Microsecond)
-	}
-	elapsed := time.Since(t0)
-	got, rej := done.Load()-start, rejects.Load()-rej0
+	// Releasing the callers takes more than 10ms at 65,536: a goroutine of
+	// its own does, so that this one is parked in the meantime.
+	go func() { close(begin) }()
+	<-w.ended
 	b.StopTimer()
-	runtime.ReadMemStats(&m1)
+	got, rej := w.d1-w.d0, w.r1-w.r0
 	var inuse int64
 	if measure {
 		inuse = inUse() - base
@@ -217,14 +230,45 @@ func drive(b *testing.B, n, per int, lv live, each func(ctx context.Context, c, 
 	if wrongs.Load() > 0 {
 		b.Fatalf("%d wrong answers", wrongs.Load())
 	}
-	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(got), "ns/input")
-	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(got), "allocs/input")
-	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(got), "B/input")
+	b.ReportMetric(float64(w.t1.Sub(w.t0).Nanoseconds())/float64(got), "ns/input")
+	b.ReportMetric(float64(w.m1.Mallocs-w.m0.Mallocs)/float64(got), "allocs/input")
+	b.ReportMetric(float64(w.m1.TotalAlloc-w.m0.TotalAlloc)/float64(got), "B/input")
 	if measure {
 		b.ReportMetric(float64(inuse)/float64(n), "live-B/caller")
 	}
 	b.ReportMetric(0, "ns/op")
 	return float64(rej) / (float64(rej) + float64(got)/float64(per))
+}
+
+// window is drive's measured stretch: the counts, times and memory
+// statistics at its start and at its end, taken by the callers whose inputs
+// cross them, one caller each (or drive itself for a start at 0), and read
+// by drive once ended is closed.
+type window struct {
+	done, rejects  *atomic.Int64 // drive's inputs answered and turns rejected
+	started, ended chan struct{}
+	t0, t1         time.Time
+	d0, d1, r0, r1 int64 // done and rejects at t0 and t1
+	m0, m1         runtime.MemStats
+}
+
+// start reads the memory statistics (stopping the world) before the time,
+// so that their pause stays out of the window.
+func (w *window) start() {
+	runtime.ReadMemStats(&w.m0)
+	w.t0 = time.Now()
+	w.d0, w.r0 = w.done.Load(), w.rejects.Load()
+	close(w.started)
+}
+
+// end waits for the start, which a caller may not have finished marking at
+// the smallest windows, and reads the time before the memory statistics.
+func (w *window) end() {
+	<-w.started
+	w.t1 = time.Now()
+	w.d1, w.r1 = w.done.Load(), w.rejects.Load()
+	runtime.ReadMemStats(&w.m1)
+	close(w.ended)
 }
 
 // live says whether drive reports live-B/caller.
