@@ -2,6 +2,14 @@
 // pick, on one workload in one process: closed-loop callers, each fixed to
 // one key with its own context, through an echo call that allocates its
 // output. Run ./run for the benchstat table in the README.
+//
+// BenchmarkCores, how the batchers use 1 to 16 processors, runs where Go is
+// not installed: ./cores build DIR makes DIR/bench.test (linux/amd64) and
+// copies the script beside it; on the other machine DIR/cores run DIR runs
+// one process per -cpu value (1,2,4,8,16, or CPUS) and prints a markdown
+// table of median ns/input with ferry's ratios to dataloadgen, in about 3
+// minutes. COUNT and BENCHTIME override -test.count (3) and
+// -test.benchtime (262144x); the script's header says more.
 package bench
 
 import (
