@@ -101,6 +101,12 @@ const incSize = 1024
 // whose context ends with ctx). A full room is ErrRejected at once, a closed
 // ferry ErrClosed; a negative weight or a key unequal to itself is an error.
 //
+// When ctx ends first, Do returns once its shard's loop has said whether the
+// input still waited (one message there and back, not the call's end): if
+// it did, it is dropped and the error also matches ErrDropped (no call will
+// see it: safe to send again); if a call had taken it, the error is ctx's
+// alone, and the call may still succeed.
+//
 // Close answers a waiting Do with ErrClosed, and one whose call is in flight
 // with the call's answer, which, if the call fails once close has ended its
 // context, matches ErrClosed as well as the call's error. See Call for contexts.
