@@ -1,11 +1,11 @@
-package metrics_test
+package ferryprom_test
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/ferrygo/ferry"
-	"github.com/ferrygo/ferry/examples/metrics"
+	"github.com/ferrygo/ferry/ferryprom"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,10 +17,10 @@ func Example() {
 		}
 		return outs, nil
 	}
-	m := metrics.New("doubler")
+	m := ferryprom.New("doubler")
 	f, err := ferry.New(double, ferry.Config[string, int]{
 		Key:     func(int) string { return "all" },
-		OnBatch: metrics.OnBatch[string](m),
+		OnBatch: ferryprom.OnBatch[string](m),
 	})
 	if err != nil {
 		panic(err)

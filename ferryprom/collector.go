@@ -1,8 +1,8 @@
-// Package metrics exports a ferry's calls and Stats to Prometheus, with
+// Package ferryprom exports a ferry's calls and Stats to Prometheus, with
 // client_golang. A user writes three lines:
 //
-//	m := metrics.New("orders")
-//	f, err := ferry.New(call, ferry.Config[string, Order]{Key: orderKey, OnBatch: metrics.OnBatch[string](m)})
+//	m := ferryprom.New("orders")
+//	f, err := ferry.New(call, ferry.Config[string, Order]{Key: orderKey, OnBatch: ferryprom.OnBatch[string](m)})
 //	prometheus.MustRegister(m, m.Stats(f.Stats))
 //
 // m holds histograms of each call's size, wait and duration, labelled by
@@ -10,7 +10,7 @@
 // counters. Every series carries the label ferry="orders", so that several
 // ferries share one registry under different names. Nothing is labelled by
 // key: keys are unbounded, and a series per key would grow without limit.
-package metrics
+package ferryprom
 
 import (
 	"errors"
