@@ -11,7 +11,7 @@ import (
 
 // OnBatch allocates nothing, whatever the outcome.
 func TestOnBatchAllocs(t *testing.T) {
-	record := ferryprom.OnBatch[string](ferryprom.New("allocs"))
+	record := ferryprom.OnBatch[string](ferryprom.NewCollector("allocs", nil, ferryprom.Opts{}))
 	for _, err := range []error{nil, errBoom, ferry.Errors{nil, errBoom}, ferry.ErrClosed, &ferry.PanicError{}} {
 		b := ferry.Batch[string]{Size: 3, Err: err}
 		if n := testing.AllocsPerRun(100, func() { record(b) }); n != 0 {

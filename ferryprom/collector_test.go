@@ -66,7 +66,7 @@ func newRig(t *testing.T) *rig {
 		}
 		return ins, nil
 	}
-	m := ferryprom.New("test")
+	m := ferryprom.NewCollector("test", nil, ferryprom.Opts{})
 	record := ferryprom.OnBatch[string](m)
 	f, err := ferry.New(call, ferry.Config[string, string]{
 		Key: key, Weight: weight, DirectCalls: true, MaxQueued: 4, MaxQueuedWeight: 10,
@@ -78,7 +78,7 @@ func newRig(t *testing.T) *rig {
 	r.f = f
 	t.Cleanup(func() { f.Close() })
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m, m.Stats(f.Stats))
+	reg.MustRegister(m.WithStats(f.Stats))
 	r.srv = httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.PanicOnError}))
 	t.Cleanup(r.srv.Close)
 	return r
@@ -315,7 +315,7 @@ func canceled(cause error) context.Context {
 
 // OnBatch takes any Batch, even odd ones, without panicking.
 func TestOnBatchOdd(t *testing.T) {
-	record := ferryprom.OnBatch[float64](ferryprom.New("odd"))
+	record := ferryprom.OnBatch[float64](ferryprom.NewCollector("odd", nil, ferryprom.Opts{}))
 	record(ferry.Batch[float64]{})
 	record(ferry.Batch[float64]{Size: -1, Wait: -1, Took: -1, Err: ferry.Errors{}})
 }

@@ -2,6 +2,7 @@ package ferryprom_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/ferrygo/ferry"
@@ -9,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// The usual wiring: the Collector first, for the ferry's OnBatch, then the
+// ferry, then the Collector with the ferry's Stats, registered.
 func Example() {
 	double := func(_ context.Context, _ string, ins []int) ([]int, error) {
 		outs := make([]int, len(ins))
@@ -17,16 +20,16 @@ func Example() {
 		}
 		return outs, nil
 	}
-	m := ferryprom.New("doubler")
+	c := ferryprom.NewCollector("doubler", nil, ferryprom.Opts{})
 	f, err := ferry.New(double, ferry.Config[string, int]{
 		Key:     func(int) string { return "all" },
-		OnBatch: ferryprom.OnBatch[string](m),
+		OnBatch: ferryprom.OnBatch[string](c),
 	})
 	if err != nil {
 		panic(err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m, m.Stats(f.Stats))
+	reg.MustRegister(c.WithStats(f.Stats))
 	// Serve reg with promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).
 
 	out, _ := f.Do(context.Background(), 21)
@@ -51,4 +54,54 @@ func Example() {
 	// Output:
 	// 42 ferry_batch_size direct=false ferry=doubler outcome=ok count 1
 	// ferry_batches_total 1
+}
+
+// A ferry made without the Collector's OnBatch still has its Stats exported:
+// here under a namespace of its own and with a label for the service.
+func ExampleNewCollector() {
+	echo := func(_ context.Context, _ string, ins []string) ([]string, error) { return ins, nil }
+	f, err := ferry.New(echo, ferry.Config[string, string]{Key: func(s string) string { return s }})
+	if err != nil {
+		panic(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(ferryprom.NewCollector("echo", f.Stats, ferryprom.Opts{
+		Namespace:   "shop_ferry",
+		ConstLabels: prometheus.Labels{"service": "orders"},
+	}))
+	if err := f.Submit(context.Background(), "hello", nil); err != nil {
+		panic(err)
+	}
+	f.Close()
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "shop_ferry_admitted_total" {
+			m := mf.GetMetric()[0]
+			fmt.Print(mf.GetName())
+			for _, l := range m.GetLabel() {
+				fmt.Printf(" %s=%s", l.GetName(), l.GetValue())
+			}
+			fmt.Println(" value", m.GetCounter().GetValue())
+		}
+	}
+	// Output:
+	// shop_ferry_admitted_total ferry=echo service=orders value 1
+}
+
+// Outcome is the outcome label a call's error gets.
+func ExampleOutcome() {
+	boom := errors.New("boom")
+	for _, err := range []error{
+		nil,
+		boom,
+		ferry.Errors{nil, boom},
+		fmt.Errorf("insert: %w", ferry.ErrCallTimeout),
+	} {
+		fmt.Println(ferryprom.Outcome(err))
+	}
+	// Output:
+	// ok
+	// error
+	// partial
+	// timeout
 }
