@@ -83,10 +83,10 @@ func TestIngest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("acknowledged %d, stored %d, lost %d, duplicated %d, order violations %d, wrong numbers %d",
-				f.acked, f.stored, f.lost, f.duplicated, f.violations, f.wrongSeq)
-			t.Logf("responses %v; retries %d, commit checks %d (committed %d), spooled %d, replayed %d, dead letters %d",
-				res.statuses, r.total.retries, r.total.checks, r.total.checked, r.total.spooled, r.total.replayed, r.total.dead)
+			t.Logf("%s: acknowledged %d, stored %d, lost %d, duplicated %d, order violations %d, wrong numbers %d",
+				c.name, f.acked, f.stored, f.lost, f.duplicated, f.violations, f.wrongSeq)
+			t.Logf("%s: responses %v; retries %d, commit checks %d (committed %d), spooled %d, replayed %d, dead letters %d",
+				c.name, res.statuses, r.total.retries, r.total.checks, r.total.checked, r.total.spooled, r.total.replayed, r.total.dead)
 			if f.lost+f.duplicated+f.violations+f.wrongSeq > 0 {
 				t.Error("an acknowledged event was lost, stored twice, stored out of order or given a wrong number")
 			}
