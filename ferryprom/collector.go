@@ -119,7 +119,8 @@ type Collector struct {
 }
 
 // histograms are a Collector's histograms, shared with the Collectors that
-// WithStats makes from it.
+// WithStats makes from it. Its method runs on the goroutine of NewCollector's
+// or WithStats's caller; its fields do not change after NewCollector.
 type histograms struct {
 	name, namespace string
 	labels          prometheus.Labels

@@ -125,7 +125,8 @@ type gen struct {
 	posted        atomic.Int64
 }
 
-// writer is one client. Its fields are its own until generate reads them.
+// writer is one client. Its methods run on its own goroutine, and its fields
+// are its own until generate reads them, once that goroutine has ended.
 type writer struct {
 	g        *gen
 	i        int

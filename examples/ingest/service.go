@@ -21,7 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Config is what the service's flags set.
+// Config is what the service's flags set. A zero field takes its value in
+// defaults, but for Delay and Request (0: none), Unbatched, DSN, which is
+// required, and Logf (nil: log.Printf).
 type Config struct {
 	DSN         string
 	Schema      string        // of the tables, created if missing
@@ -32,10 +34,29 @@ type Config struct {
 	Workers     int           // ferry's MaxInFlightBatches; the pool has two connections more
 	MaxQueued   int           // ferry's MaxQueued
 	CallTimeout time.Duration // ferry's CallTimeout, and each unbatched write's
-	Request     time.Duration // how long a 201 may take, waiting included; 0: no limit
+	Request     time.Duration // how long a 201 may take, waiting included
 	Drain       time.Duration // Shutdown's budget for the ferry to run what waits, before Close
 	Unbatched   bool          // one INSERT per event, from the handler, without a ferry
 	Logf        func(format string, args ...any)
+}
+
+// defaults are the flags' defaults, and those of Config's zero fields.
+var defaults = Config{
+	Schema: "ingest", Addr: "127.0.0.1:8080", Spool: "ingest.spool",
+	MaxBatch: 256, Delay: time.Millisecond, Workers: 4, MaxQueued: 8192,
+	CallTimeout: 2 * time.Second, Request: 5 * time.Second, Drain: 5 * time.Second,
+}
+
+// withDefaults is c with its zero fields set.
+func (c Config) withDefaults() Config {
+	d := defaults
+	c.Schema, c.Addr, c.Spool = cmp.Or(c.Schema, d.Schema), cmp.Or(c.Addr, d.Addr), cmp.Or(c.Spool, d.Spool)
+	c.MaxBatch, c.Workers, c.MaxQueued = cmp.Or(c.MaxBatch, d.MaxBatch), cmp.Or(c.Workers, d.Workers), cmp.Or(c.MaxQueued, d.MaxQueued)
+	c.CallTimeout, c.Drain = cmp.Or(c.CallTimeout, d.CallTimeout), cmp.Or(c.Drain, d.Drain)
+	if c.Logf == nil {
+		c.Logf = log.Printf
+	}
+	return c
 }
 
 // event is one event, as posted, with what the service adds.
@@ -83,9 +104,10 @@ type Service struct {
 // will accept), and serves on cfg.Addr. It returns an error, and leaves the
 // spool file, if the replay fails.
 func Start(ctx context.Context, cfg Config) (*Service, error) {
-	if cfg.Logf == nil {
-		cfg.Logf = log.Printf
+	if cfg.DSN == "" {
+		return nil, errors.New("no DSN")
 	}
+	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, reg: prometheus.NewRegistry(), serve: make(chan error, 1)}
 	st, err := openStore(ctx, cfg.DSN, cfg.Schema, "ingest", cfg.Workers+2, cfg.CallTimeout+time.Second)
 	if err != nil {
