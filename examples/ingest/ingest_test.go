@@ -96,6 +96,9 @@ func TestIngest(t *testing.T) {
 			if r.total.dead > 0 {
 				t.Errorf("%d dead letters", r.total.dead)
 			}
+			if _, err := os.Stat(r.cfg.Spool + ".dead"); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a dead-letter file: %v", err)
+			}
 			c.check(t, r, res)
 		})
 	}
@@ -194,9 +197,6 @@ func (r *rig) stop() {
 	r.total.spooled += r.s.spooled.Load()
 	r.total.replayed += r.s.replayed.Load()
 	r.total.dead += r.s.dead.Load()
-	if _, err := os.Stat(r.cfg.Spool + ".dead"); !errors.Is(err, fs.ErrNotExist) {
-		r.t.Errorf("a dead-letter file: %v", err)
-	}
 }
 
 // admin runs f on a connection of its own, and returns its error.
@@ -376,7 +376,12 @@ func TestHTTP(t *testing.T) {
 		{"/events", `{"tenant":"a"`, 400, ""},
 		{"/events", `{"id":"1"}`, 400, ""},
 		{"/events/bulk", `[]`, 400, ""},
+		{"/events", `{"tenant":"a","id":"n","payload":"\u0000"}`, 400, ""},
+		// PostgreSQL refuses the number: that event fails alone.
+		{"/events/bulk", `[{"tenant":"p","id":"1","payload":1e1000000},{"tenant":"p","id":"2"}]`, 500,
+			`[{"tenant":"p","id":"1","error":"ERROR: value overflows numeric format (SQLSTATE 22003)"},{"tenant":"p","id":"2","seq":1}]`},
 		{"/events/async", `{"tenant":"a","id":"2"}`, 202, `{"tenant":"a","id":"2"}`},
+		{"/events/async", `{"tenant":"q","id":"1","payload":1e1000000}`, 202, `{"tenant":"q","id":"1"}`}, // to the dead letters
 	} {
 		code, reply := post(c.path, c.body)
 		if code != c.code || c.reply != "" && reply != c.reply {
@@ -386,6 +391,9 @@ func TestHTTP(t *testing.T) {
 
 	// The table locked: a's call holds its worker, two events wait, and
 	// the room refuses the next. Once a call has failed, a is paused.
+	if err := r.s.f.Flush(context.Background()); err != nil { // all the above stored
+		t.Fatal(err)
+	}
 	locked, released := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(released)
@@ -435,6 +443,9 @@ func TestHTTP(t *testing.T) {
 	if _, err := os.Stat(r.cfg.Spool); err == nil {
 		r.start()
 		r.stop()
+	}
+	if dead, err := readSpool(r.cfg.Spool + ".dead"); err != nil || len(dead) != 1 || dead[0].ID != "1" || r.total.dead != 1 {
+		t.Errorf("dead letters %v (%v), counted %d: want q's 1", dead, err, r.total.dead)
 	}
 	// Every accepted event is stored, in the order it was accepted.
 	var seqs []int64

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	crand "crypto/rand"
@@ -11,9 +12,11 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ferrygo/ferry"
 	"github.com/ferrygo/ferry/ferryprom"
@@ -298,14 +301,20 @@ func (s *Service) admit(w http.ResponseWriter, e *event) bool {
 	return true
 }
 
-// check refuses an event without a tenant, or with a tenant or id over 128
-// bytes, and gives an event without an id a random one.
+// check refuses an event without a tenant, with a tenant or id over 128
+// bytes, or with what PostgreSQL's text and jsonb refuse: invalid UTF-8 and
+// NUL characters (in the payload, any \u0000, even one after an escaped
+// backslash). It gives an event without an id a random one.
 func check(e *event) error {
 	switch {
 	case e.Tenant == "":
 		return errors.New("no tenant")
 	case len(e.Tenant) > 128 || len(e.ID) > 128:
 		return errors.New("tenant or id over 128 bytes")
+	case !utf8.ValidString(e.Tenant) || !utf8.ValidString(e.ID) || !utf8.Valid(e.Payload):
+		return errors.New("invalid UTF-8")
+	case strings.ContainsRune(e.Tenant, 0) || strings.ContainsRune(e.ID, 0) || bytes.Contains(e.Payload, []byte(`\u0000`)):
+		return errors.New("a NUL character")
 	case e.ID == "":
 		e.ID = crand.Text()
 	}
@@ -367,11 +376,14 @@ func (s *Service) writeOne(ctx context.Context, e event) (int64, error) {
 
 // call is the ferry's Call: it writes the events carried from the tenant's
 // failed calls, then its batch, in one statement (store.write, which retries
-// transient errors). If that fails, the async events, carried ones first, are
-// carried to the tenant's next call, which a poke makes if nothing else does,
-// and the tenant is paused until then; the Do and DoMany events get the
-// error. An error that no retry can cure sends the async events to the
-// dead-letter file instead.
+// transient errors). If the statement is refused for what it holds, the
+// events are written one by one, in order, so that a bad event fails alone.
+// Then each event that failed for good fails: a Do or DoMany event with the
+// error, an async one to the dead-letter file. The async events that failed
+// otherwise (the database unreachable, the call's time up), carried ones
+// first, are carried to the tenant's next call, which a poke makes if nothing
+// else does, and the tenant is paused until then; the Do and DoMany events
+// among them get the error.
 func (s *Service) call(ctx context.Context, tenant string, in []event) ([]stored, error) {
 	carried := s.carry.peek(tenant)
 	evs := make([]event, 0, len(carried)+len(in))
@@ -385,8 +397,8 @@ func (s *Service) call(ctx context.Context, tenant string, in []event) ([]stored
 	if len(evs) == 0 {
 		return outs, nil
 	}
-	seqs, err := s.st.write(ctx, tenant, evs)
-	if err == nil {
+	seqs, fails := s.writeAll(ctx, tenant, evs)
+	if fails == nil {
 		s.carry.clear(tenant)
 		seqs = seqs[len(carried):]
 		for i, e := range in {
@@ -396,25 +408,67 @@ func (s *Service) call(ctx context.Context, tenant string, in []event) ([]stored
 		}
 		return outs, nil
 	}
-	keep := slices.Clone(carried)
+	var keep, dead []event
+	var deadErr error
 	errs := make(ferry.Errors, len(in))
-	for i, e := range in {
+	for i, j := 0, 0; j < len(evs); j++ {
+		e, seq, err := evs[j], seqs[j], fails[j]
+		if j >= len(carried) { // in[i] is evs[j]
+			for in[i].drain {
+				i++
+			}
+			outs[i].Seq, errs[i] = seq, err
+			if e.async && err != nil {
+				outs[i].Deferred, errs[i] = true, nil
+			}
+			i++
+		}
 		switch {
-		case e.drain:
-		case e.async:
+		case err == nil || !e.async:
+		case retryable(err) || ctx.Err() != nil:
 			keep = append(keep, e)
-			outs[i].Deferred = true
 		default:
-			errs[i] = err
+			dead, deadErr = append(dead, e), err
 		}
 	}
-	if retryable(err) || ctx.Err() != nil {
-		s.carry.keep(tenant, keep)
-	} else {
-		s.carry.clear(tenant)
-		s.deadLetter(keep, err)
+	s.carry.keep(tenant, keep) // none: clear
+	if dead != nil {
+		s.deadLetter(dead, deadErr)
 	}
 	return outs, errs
+}
+
+// writeAll writes evs in one statement, or one by one if that statement is
+// refused for what it holds, and returns each event's number or error (nil
+// if none failed). One by one, the first event that fails otherwise ends
+// the pass: it and those after it get its error, so that none is stored
+// before an earlier one.
+func (s *Service) writeAll(ctx context.Context, tenant string, evs []event) ([]int64, []error) {
+	seqs, err := s.st.write(ctx, tenant, evs)
+	if err == nil {
+		return seqs, nil
+	}
+	seqs, fails := make([]int64, len(evs)), make([]error, len(evs))
+	for i := range fails {
+		fails[i] = err
+	}
+	if retryable(err) || ctx.Err() != nil || len(evs) == 1 {
+		return seqs, fails
+	}
+	for i, e := range evs {
+		one, err := s.st.write(ctx, tenant, []event{e})
+		if err != nil && (retryable(err) || ctx.Err() != nil) {
+			for j := i; j < len(evs); j++ {
+				fails[j] = err
+			}
+			break
+		}
+		fails[i] = err
+		if err == nil {
+			seqs[i] = one[0]
+		}
+	}
+	return seqs, fails
 }
 
 // done is the Submit callback of the async event e: e goes to the spool if
