@@ -232,9 +232,10 @@ func ambiguous(err error) bool {
 // retry is the policy for a tenant's batch whose attempt-th try failed with
 // err: whether it goes again, and after how long. A retryable error goes
 // again up to maxAttempts tries, after a backoff that doubles from 10 ms to
-// at most 500 ms, with jitter. The Call runs it between tries, within the
-// call's context (CallTimeout); its signature is that of a ferry
-// Config.Retry, which would run it between calls of the same batch.
+// at most 500 ms, with jitter. store.write runs it between its tries, inside
+// the Call, so the tries of a batch end with the call's context (CallTimeout
+// or close). It reads nothing but its arguments, so that whatever runs the
+// tries can call it.
 func retry(tenant string, attempt int, err error) (time.Duration, bool) {
 	_ = tenant // one policy for all tenants
 	if attempt >= maxAttempts || !retryable(err) {
