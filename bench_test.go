@@ -251,7 +251,7 @@ func benchDoMany(b *testing.B, shards int) {
 // 1024 inputs in flight on 16 keys, from producers that keep 1024/producers
 // each in flight (a slot taken before Submit, given back by done, which does
 // nothing else but check the answer), with a context that never ends
-// (ctx=never) or one of their own, watched by an AfterFunc (ctx=cancellable).
+// (ctx=never) or one of their own (ctx=cancellable), which bounds only the admission.
 // Read it beside BenchmarkDo/keys=16/batch=64, in the same run.
 func BenchmarkSubmit(b *testing.B) {
 	const keys, batch = 16, 64

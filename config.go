@@ -39,7 +39,7 @@ type Config[K comparable, I any] struct {
 
 	OnBatch         func(Batch[K]) // nil: none. Called after every call, off the loop: see Batch
 	CallTimeout     time.Duration  // 0: none. A call's context ends this long after it starts (ErrCallTimeout); < 0: invalid
-	CancelAbandoned bool           // cancel a batched call (ErrAbandoned) once every caller of its batch has given up
+	CancelAbandoned bool           // cancel a batched call (ErrAbandoned) once every Do and DoMany caller of its batch has given up; a Submit's input never gives up
 	Shards          int            // loops, keys spread by hash, sharing the bounds; 0: GOMAXPROCS, at most MaxInFlightBatches; < 0: invalid
 }
 

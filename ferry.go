@@ -113,16 +113,17 @@ const incSize = 1024
 func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) { return doInput(ctx, f, in) }
 
 // Submit admits in and returns at once, without waiting for its output: nil when admitted,
-// else the error Do would give at admission (ErrRejected, ErrClosed, a negative weight, ctx's
-// error). Once admitted, done (if not nil) is called exactly once, never on the loop goroutine:
-// with the output or error after the input's call returns; with ErrClosed if the ferry closes
-// first; with ctx's error if ctx ends before the input is taken (the input is then dropped).
+// else the error Do would give at admission (ErrRejected, ErrClosed, a negative weight, or
+// ctx's error if ctx had ended). ctx bounds the admission alone: once Submit has returned nil
+// the input is the ferry's, whatever ctx does, and done (if not nil) is called exactly once,
+// never on the loop goroutine: with the output or error after the input's call returns, or
+// with ErrClosed if the ferry closes first. So ctx may be a request's context that ends as
+// soon as the request is answered (a 202).
 //
 // Submit never makes a direct call. done runs on the worker that ran the call, after the
-// batch's Do and DoMany callers are answered, so a slow done holds its worker; on a goroutine
-// of the ferry that Close waits for at close; and on ctx's context.AfterFunc goroutine for ctx's
-// error. A panic in done is recovered and counted in Stats.DonePanics; done must not call
-// runtime.Goexit. Watching ctx costs one AfterFunc, and nothing if ctx.Done() is nil.
+// batch's Do and DoMany callers are answered, so a slow done holds its worker; at close, on a
+// goroutine of the ferry that Close waits for. done may call Submit. A panic in done is
+// recovered and counted in Stats.DonePanics; done must not call runtime.Goexit.
 func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) error {
 	return submitInput(ctx, f, in, done)
 }

@@ -252,6 +252,9 @@ func (r *ferryRun) submit(f *Ferry[any, in, int], ctx context.Context, c *fuzzCa
 		if fn := onLoop(); fn != "" {
 			r.fail("Submit %d: done ran on the loop, in %s", c.x.ID, fn)
 		}
+		if errors.Is(err, context.Canceled) {
+			r.fail("Submit %d: done got its ctx's error %v: an accepted input is kept", c.x.ID, err)
+		}
 		r.mu.Unlock()
 		c.c <- answer{out, err}
 	})

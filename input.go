@@ -24,13 +24,9 @@ type waiter[K comparable, I, O any] struct {
 	c      chan result[O] // a Do's answer; a Submit's admission word, on a channel it holds until then
 
 	done func(O, error) // Submit: called once, off the loop, with the answer
-	stop func() bool    // Submit whose ctx can end: stops watching it
-	drop chan result[O] // Submit whose ctx ended: the loop's word on its drop
 	g    *group[K, I, O]
-	i    int // DoMany: its index in g; Submit, loop-owned: the number of its drop, for Flush
-
-	seen, withdrawn bool  // loop-owned, Submit: its admission was handled; its drop came first
-	part            int32 // DoMany: its part of g, the inputs in its shard
+	i    int   // DoMany: its index in g
+	part int32 // DoMany: its part of g, the inputs in its shard
 }
 
 // prepare fills in w's input, key, weight and rank, and refuses a key that no

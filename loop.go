@@ -31,7 +31,6 @@ type round struct {
 	id      uint64
 	seq     uint64 // inputs with seqs up to this count
 	claims  uint64 // direct calls claimed up to this one count
-	drops   uint64 // Submits' drops up to this one count, until their done returns
 	left    int
 	replies []context.CancelCauseFunc
 }
@@ -61,7 +60,6 @@ type loop[K comparable, I, O any] struct {
 	flushers []context.CancelCauseFunc // Flushes for the round after it
 	rounds   uint64                    // rounds started
 	claims   uint64                    // direct calls claimed
-	drops    uint64                    // Submits dropped
 	notify   int                       // goroutines calling Submits' done that the loop waits for
 
 	closing bool // drained, calls cancelled: ending once busy is 0
@@ -232,10 +230,6 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		l.admitPart(m.w.g, m.worker, m.op, now)
 	case opDrop:
 		w := m.w
-		if w.done != nil {
-			l.dropSubmit(w, now)
-			return
-		}
 		if _, ok := st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
 			l.tally.Dropped++
 			l.countIf(w.tk.seq <= l.roundSeq())
@@ -290,9 +284,6 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		}
 	case opNotified:
 		l.notify--
-		if w := m.w; w != nil {
-			l.countIf(l.round != nil && (uint64(w.i) <= l.round.drops || w.tk.seq <= l.round.seq))
-		}
 	case opPanicked:
 		if m.worker == 1 {
 			l.tally.OnBatchPanics++
@@ -375,14 +366,8 @@ func (l *loop[K, I, O]) reject(o outcome, n int, heaviest, total int64, all int)
 }
 
 // admitSubmit admits a Submit's input, never claiming its key, and gives the
-// Submit its word: errAdmitted, errWithdrawn if its drop came first, or why not.
+// Submit its word: errAdmitted, or why not.
 func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Time) {
-	w.seen = true
-	if w.withdrawn {
-		w.drop <- result[O]{err: errKept}
-		w.c <- result[O]{err: errWithdrawn}
-		return
-	}
 	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
 	if o != admitted {
 		w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
@@ -392,25 +377,6 @@ func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Time) {
 	w.tk = tk
 	l.tally.Admitted++
 	w.c <- result[O]{err: errAdmitted}
-}
-
-// dropSubmit is a drop for a Submit whose ctx ended: the word goes to w.drop,
-// and if the input is dropped its done is called by the goroutine that asked,
-// which the loop then waits for. A drop that comes before its admission
-// withdraws the input.
-func (l *loop[K, I, O]) dropSubmit(w *waiter[K, I, O], now time.Time) {
-	switch {
-	case !w.seen:
-		w.withdrawn = true // admitSubmit answers both
-	case l.dropOne(w, now):
-		l.drops++
-		w.i = int(l.drops)
-		l.notify++
-		l.share.replyAfterLend(later[K, I, O]{c: w.drop, r: result[O]{err: errDropped}})
-	default:
-		l.gaveUp(w)
-		w.drop <- result[O]{err: errKept}
-	}
 }
 
 // gaveUp counts down the batch in flight that holds w, whose caller has given
@@ -490,7 +456,7 @@ func (l *loop[K, I, O]) countIf(ok bool) {
 // flight, and for every worker to answer what it holds (it is pinged).
 func (l *loop[K, I, O]) startRound() {
 	l.rounds++
-	r := &round{id: l.rounds, seq: l.st.seq, claims: l.claims, drops: l.drops, replies: l.flushers}
+	r := &round{id: l.rounds, seq: l.st.seq, claims: l.claims, replies: l.flushers}
 	l.flushers = nil
 	r.left = l.st.queued + len(l.directs) + l.notify + len(l.workers)
 	for i := range l.workers {

@@ -18,7 +18,7 @@ const (
 	opAdmitMany           // from DoMany: admit all of part m.worker of m.w.g, or none
 	opHold                // from DoMany over several shards: hold room for part m.worker of m.w.g
 	opUnhold              // from DoMany over several shards: let go of the room held
-	opDrop                // from Do or a Submit whose ctx ended: drop m.w if it still waits
+	opDrop                // from a Do whose ctx ended: drop m.w if it still waits
 	opDropMany            // from DoMany whose ctx ended: drop what still waits of part m.worker of m.w.g
 	opStart               // from a direct call: it runs, and close cancels it with m.cancel
 	opRelease             // from a worker or a direct call: m.key's call is over
@@ -58,11 +58,10 @@ type result[O any] struct {
 
 // Internal answers to a waiter, never returned by Do.
 var (
-	errClaimed   = errors.New("ferry: key claimed for a direct call") // the caller makes the call itself
-	errDropped   = errors.New("ferry: input dropped")                 // to opDrop: it was waiting, and is gone
-	errKept      = errors.New("ferry: input not waiting")             // to opDrop: it was not waiting
-	errAdmitted  = errors.New("ferry: input admitted")                // to a Submit: it waits
-	errWithdrawn = errors.New("ferry: input withdrawn")               // to a Submit whose drop came first
+	errClaimed  = errors.New("ferry: key claimed for a direct call") // the caller makes the call itself
+	errDropped  = errors.New("ferry: input dropped")                 // to opDrop: it was waiting, and is gone
+	errKept     = errors.New("ferry: input not waiting")             // to opDrop: it was not waiting
+	errAdmitted = errors.New("ferry: input admitted")                // to a Submit: it waits
 )
 
 // errCancelled is await's word for a wait whose cancel came before the reply,

@@ -121,17 +121,13 @@ func reply[K comparable, I, O any](ws []*waiter[K, I, O], outs []O, errs Errors,
 }
 
 // callDone calls a Submit's done with r. A panic in done is recovered and
-// counted in Stats.DonePanics. w goes back to the pool unless its ctx's
-// watcher has started, which still holds it. Its Submit may not have read
-// its admission word yet (the loop may take an input in the wake-up that
-// admits it), but that is on a channel of the Submit's, not w's.
+// counted in Stats.DonePanics. w goes back to the pool first: no one else
+// holds it. Its Submit may not have read its admission word yet (the loop
+// may take an input in the wake-up that admits it), but that is on a
+// channel of the Submit's, not w's.
 func callDone[K comparable, I, O any](s *shard[K, I, O], w *waiter[K, I, O], r result[O]) {
-	f := s.f
-	mine := w.stop == nil || w.stop()
 	done := w.done
-	if mine {
-		f.pools.putSub(w)
-	}
+	s.f.pools.putSub(w)
 	defer func() {
 		if recover() != nil {
 			s.inc <- msg[K, I, O]{op: opPanicked}

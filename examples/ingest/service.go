@@ -207,8 +207,9 @@ func (s *Service) handleAsync(w http.ResponseWriter, r *http.Request) {
 	if s.f == nil {
 		_, err = s.writeOne(r.Context(), e)
 	} else {
-		// Not r's context: it ends when the handler returns.
-		err = s.f.Submit(context.WithoutCancel(r.Context()), e, s.done(e))
+		// r's context bounds the admission alone: an accepted event is
+		// kept when the handler returns.
+		err = s.f.Submit(r.Context(), e, s.done(e))
 	}
 	if err != nil {
 		fail(w, err)
