@@ -143,8 +143,8 @@ func benchDo(b *testing.B, keys, batch, callers int) {
 // callers=128 with OnBatch nil and a no-op OnBatch, each pair run one after
 // the other so that the machine's drift hits both alike (benchstat -col
 // /onbatch). A whole process may run one of a pair slower for all its counts:
-// for a figure, run nil and noop in separate processes, in turn (README,
-// Observability). With it, each call reads the clock twice and the loop once
+// for a figure, run nil and noop in separate processes, in turn
+// (docs/performance.md). With it, each call reads the clock twice and the loop once
 // per wake-up that admits.
 func BenchmarkOnBatch(b *testing.B) {
 	for _, w := range []struct {

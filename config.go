@@ -153,7 +153,7 @@ func (s *Stats) add(t Stats) {
 // shardCount is how many shards a ferry with these totals gets: n, or by
 // default one per processor (GOMAXPROCS, which procs is), at most one per
 // worker. One loop is one core: past one processor a second loop took the
-// headline workload from 1.9x dataloadgen's cost to 1.3x (see the README).
+// headline workload from 1.9x dataloadgen's cost to 1.3x (see docs/performance.md).
 func shardCount(n, workers, procs int) (int, error) {
 	switch {
 	case n == 0:

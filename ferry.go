@@ -5,7 +5,7 @@
 // a delay, with at most one call in flight per key, a fixed number of workers,
 // keys taking turns and a bounded waiting room that rejects at once when full.
 // One goroutine per shard owns the waiting room. docs/design.md lists the
-// files in the order an input passes through them; the README gives the design.
+// files in the order an input passes through them, and the design.
 package ferry
 
 import (

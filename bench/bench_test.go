@@ -1,7 +1,7 @@
 // Package bench compares ferry with the batchers a Go user would otherwise
 // pick, on one workload in one process: closed-loop callers, each fixed to
 // one key with its own context, through an echo call that allocates its
-// output. Run ./run for the benchstat table in the README.
+// output. Run ./run for the benchstat tables in docs/performance.md.
 //
 // BenchmarkCores, how the batchers use 1 to 16 processors, runs where Go is
 // not installed: ./cores build DIR makes DIR/bench.test (linux/amd64) and
@@ -51,7 +51,7 @@ func newSetup(keys, batch, callers int) setup {
 	return setup{keys: keys, batch: batch, callers: callers, mask: keys - 1}
 }
 
-// headline is the README's workload, of BenchmarkDo and BenchmarkMany.
+// headline is the headline workload of docs/performance.md, of BenchmarkDo and BenchmarkMany.
 var headline = newSetup(keys, batch, callers)
 
 // impl is one batcher under test: do sends in, which has key in & mask.
@@ -79,7 +79,7 @@ var impls = []struct {
 	{"bundler", newBundler},
 }
 
-// BenchmarkDo is the README's headline workload: 16 keys, batch 64, 1024
+// BenchmarkDo is the headline workload (docs/performance.md): 16 keys, batch 64, 1024
 // closed-loop callers, each fixed to one key. Besides drive's figures it
 // reports rejected/op, the fraction of Do calls rejected: the room is exactly
 // the callers, so it is 0 unless the shards' shared room rejects where one
