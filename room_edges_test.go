@@ -98,6 +98,36 @@ func TestClaimBorrowsNoRoom(t *testing.T) {
 	})
 }
 
+// A Submit and a Do of one key in one wake-up, with direct calls: the
+// Submit's input makes the lane, so the Do joins it and takes room too
+// (found by model/room.pml: need took the Do for a claim, borrowed room for
+// one input of two, and refused the Do with room to spare).
+func TestSubmitThenDoOfOneKeyInOneWakeUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hold := make(chan struct{})
+		call := func(_ context.Context, key string, ins []in) ([]int, error) { <-hold; return tens(ins), nil }
+		cfg := inCfg
+		cfg.Shards, cfg.MaxQueued, cfg.DirectCalls = 2, 2, true
+		f, err := New(call, cfg)
+		require.NoError(t, err)
+		defer f.Close()
+		h := &harness{t: t, f: f}
+		ctx := context.Background()
+		a := keysIn(h, 0, 1)[0]
+		resume := stop(h, 0)
+		subErr := make(chan error, 1)
+		go func() { subErr <- f.Submit(ctx, in{Key: a, ID: 1}, nil) }()
+		synctest.Wait()
+		d := h.do(ctx, in{Key: a, ID: 2})
+		synctest.Wait()
+		resume()
+		close(hold)
+		synctest.Wait()
+		assert.NoError(t, <-subErr)
+		assert.Equal(t, answer{20, nil}, got(t, d), "the room of 2 holds one input")
+	})
+}
+
 // Item 3: a DoMany with more inputs than MaxQueued is refused without room;
 // the refusing shard borrowed the whole spare room for it.
 func TestDoManyThatNeverFitsBorrowsNoRoom(t *testing.T) {

@@ -80,8 +80,9 @@ func (t tokens) put() { t <- struct{}{} }
 // it gives back all it holds spare (giveBackRoom). So the shards never hold
 // more than the configured room between them, and a shard rejects only when
 // the room is full: but for room another shard holds within a wake-up in
-// progress (borrowed for an admission it then claimed for a direct call or
-// refused, or freed by a batch it took or a drop), as one loop would have
+// progress (borrowed for an admission it then refused for another reason,
+// or for one need guessed would join a lane and that claimed it, or freed by
+// a batch it took or a drop), as one loop would have
 // ordered the two; the callers of those batches and drops hear of them only
 // after the lend (see replyAfterLend). Borrowing ahead would save channel
 // operations and break that: a room sized for exactly its callers would
@@ -149,6 +150,9 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
 			default:
 				need.n++
 				need.w = addWeight(need.w, w.weight)
+				if direct {
+					sh.joins(w.key) // a Submit's input makes a lane too
+				}
 			}
 		case opAdmitMany, opHold:
 			p := &m.w.g.parts[m.worker]

@@ -54,6 +54,7 @@ func TestShareNeed(t *testing.T) {
 		{name: "a claim", direct: true, ms: []m{do("a", 5)}, want: budget{}},
 		{name: "a claim, then a Do that joins", direct: true, ms: []m{do("a", 5), do("a", 6)}, want: budget{1, 6}},
 		{name: "a Submit never claims", direct: true, ms: []m{submit("a", 5)}, want: budget{1, 5}},
+		{name: "a Submit makes a lane that a Do joins", direct: true, ms: []m{submit("a", 5), do("a", 6)}, want: budget{2, 11}},
 		{name: "a busy lane", direct: true, setup: func(st *state[string, *w]) { st.claim("a") },
 			ms: []m{do("a", 5)}, want: budget{1, 5}},
 		{name: "a release of an empty lane, then a claim", direct: true, setup: func(st *state[string, *w]) { st.claim("a") },

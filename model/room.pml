@@ -47,13 +47,9 @@
  *           MaxQueued 2, MaxQueuedWeight 3: borrow, holds, unholds and Do's
  *           rejections at once
  *   SUBDO   direct calls on, MaxQueued 2: a Submit and then a Do of one key
- *           on shard 0. share.need records no lane for a Submit's join, so
- *           a Do of its key in the same wake-up is guessed a claim and
- *           counted as taking no room: the shard borrows one input's room
- *           for two and refuses the Do, the room holding one input of 2
- *           (a counterexample, as the Go code is now)
- *   FIX_SUBMIT_JOINS  need records joins for a Submit's key, with direct
- *           calls on, as it does for a DoMany's part: SUBDO passes
+ *           on shard 0: share.need records the lane a Submit's join makes,
+ *           so the Do of its key in the same wake-up joins it and is
+ *           counted (MUT_SUBMIT_NO_JOIN: not recorded, as the code once did)
  *   MUT_*   one mutation each; see README.md
  *
  * Properties (assertions, invalid end states; ltl live under weak
@@ -310,7 +306,7 @@ inline need() {
 			:: iwt[x] > W -> skip
 			:: else -> count(1, iwt[x])
 			fi;
-#ifdef FIX_SUBMIT_JOINS
+#ifndef MUT_SUBMIT_NO_JOIN
 			if
 			:: DIRECT -> joins(ikey[x])              /* a Submit makes a lane too */
 			:: else -> skip
