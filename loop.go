@@ -88,7 +88,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		f:       f,
 		s:       s,
 		lim:     lim,
-		st:      newState[K, *waiter[K, I, O]](lim, f.origin),
+		st:      newState[K, *waiter[K, I, O]](lim),
 		workers: make([]worker[K, I, O], 0, most),
 		most:    most,
 		alarm:   newAlarm(),
@@ -195,16 +195,16 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	l.dispatch(now)
 }
 
-// now is the time, read only when deadlines exist: with zero delay the core
-// never looks at it.
-func (l *loop[K, I, O]) now() time.Time {
+// now is the time since the ferry's origin (its clock), read only when
+// deadlines exist: with zero delay the core never looks at it, and it is 0.
+func (l *loop[K, I, O]) now() time.Duration {
 	if l.lim.delay == 0 {
-		return time.Time{}
+		return 0
 	}
-	return l.f.origin.Add(l.f.clock())
+	return l.f.clock()
 }
 
-func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
+func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	st := l.st
 	switch m.op {
 	case opAdmit:
@@ -372,7 +372,7 @@ func (l *loop[K, I, O]) reject(o outcome, n int, heaviest int64, all int) error 
 
 // admitSubmit admits a Submit's input, never claiming its key, and gives the
 // Submit its word: errAdmitted, errWithdrawn if its drop came first, or why not.
-func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Time) {
+func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Duration) {
 	w.seen = true
 	if w.withdrawn {
 		w.drop <- result[O]{err: errKept}
@@ -394,7 +394,7 @@ func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Time) {
 // and if the input is dropped its done is called by the goroutine that asked,
 // which the loop then waits for. A drop that comes before its admission
 // withdraws the input.
-func (l *loop[K, I, O]) dropSubmit(w *waiter[K, I, O], now time.Time) {
+func (l *loop[K, I, O]) dropSubmit(w *waiter[K, I, O], now time.Duration) {
 	switch {
 	case !w.seen:
 		w.withdrawn = true // admitSubmit answers both
@@ -428,7 +428,7 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
 // admitPart handles part i of a DoMany: admits all its inputs, in order, or
 // none; or, over several shards, holds room for them first, or lets it go.
 // The room held is let go before the part is admitted or refused.
-func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Time) {
+func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
 	p := &g.parts[i]
 	if p.held {
 		l.st.unhold(p.n, p.total)
@@ -458,7 +458,7 @@ func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Tim
 }
 
 // dropOne drops w if it still waits, and counts it.
-func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Time) bool {
+func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Duration) bool {
 	_, ok := l.st.drop(w.key, w.tk, now)
 	if ok {
 		l.tally.Dropped++
@@ -518,7 +518,7 @@ func (l *loop[K, I, O]) settle() {
 // dispatch starts a batch on every idle worker while a lane is ready, then sets
 // the alarm to the earliest deadline left, which is in the future if a worker
 // is idle.
-func (l *loop[K, I, O]) dispatch(now time.Time) {
+func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	st := l.st
 	l.share.starved = false
 	for st.hasReady(now) {
