@@ -229,7 +229,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 			w.c <- result[O]{err: l.reject(o, 1, w.weight, 1)}
 		}
 	case opAdmitMany, opHold, opUnhold:
-		l.admitPart(m.w.g, m.worker, m.op, now)
+		l.admitPart(m.w.g, m.part, m.op, now)
 	case opDrop:
 		w := m.w
 		if w.done != nil {
@@ -248,11 +248,11 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		default: // w.c holds its answer, which says enough
 		}
 	case opDropMany:
-		g, p := m.w.g, &m.w.g.parts[m.worker]
+		g, p := m.w.g, &m.w.g.parts[m.part]
 		p.dropped = 0
 		for i := range g.ws {
 			switch w := &g.ws[i]; {
-			case w.part != m.worker:
+			case w.part != m.part:
 			case l.dropOne(w, now):
 				p.dropped++
 				l.countIf(w.tk.seq <= l.roundSeq())
@@ -260,7 +260,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 				l.gaveUp(w)
 			}
 		}
-		l.share.replyAfterLend(later[K, I, O]{g: g, i: m.worker})
+		l.share.replyAfterLend(later[K, I, O]{g: g, i: m.part})
 	case opStart:
 		if l.closing {
 			go m.cancel(ErrClosed) // see close
@@ -635,10 +635,10 @@ func (l *loop[K, I, O]) end() bool {
 		case opAdmit:
 			m.w.c <- result[O]{err: ErrClosed}
 		case opAdmitMany, opHold:
-			m.w.g.parts[m.worker].err = ErrClosed
-			m.w.g.c <- word(m.worker)
+			m.w.g.parts[m.part].err = ErrClosed
+			m.w.g.c <- word(m.part)
 		case opUnhold, opDropMany:
-			m.w.g.c <- word(m.worker)
+			m.w.g.c <- word(m.part)
 		case opFlush:
 			m.cancel(ErrClosed)
 		case opStats:

@@ -166,7 +166,7 @@ func (g *group[K, I, O]) admit(f *Ferry[K, I, O], total int64) (int, error) {
 // ErrClosed if the shard may have ended unheard.
 func (g *group[K, I, O]) request(i int, o op) error {
 	p := &g.parts[i]
-	if !p.s.send(msg[K, I, O]{op: o, w: &g.ws[0], worker: int32(i)}) {
+	if !p.s.send(msg[K, I, O]{op: o, w: &g.ws[0], part: int32(i)}) {
 		return ErrClosed
 	}
 	for {

@@ -112,7 +112,7 @@ func (sh *share[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
 			need.n++
 			need.w = addWeight(need.w, m.w.weight)
 		case opAdmitMany, opHold:
-			switch p := &m.w.g.parts[m.worker]; {
+			switch p := &m.w.g.parts[m.part]; {
 			case p.held, p.granted: // its room is held already, or comes with it
 			case p.total < 0:
 				need.n, need.w = need.n+p.n, -1
