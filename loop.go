@@ -260,7 +260,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 				l.gaveUp(w)
 			}
 		}
-		l.share.replyAfterLend(later[K, I, O]{g: g, i: m.part})
+		l.share.replyAfterLend(later[K, I, O]{p: p})
 	case opStart:
 		if l.closing {
 			go m.cancel(ErrClosed) // see close
@@ -454,7 +454,7 @@ func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Dur
 		}
 		l.tally.Admitted += uint64(p.n)
 	}
-	l.share.replyAfterLend(later[K, I, O]{g: g, i: i}) // room held or granted may have been let go
+	l.share.replyAfterLend(later[K, I, O]{p: p}) // room held or granted may have been let go
 }
 
 // dropOne drops w if it still waits, and counts it.
@@ -635,10 +635,11 @@ func (l *loop[K, I, O]) end() bool {
 		case opAdmit:
 			m.w.c <- result[O]{err: ErrClosed}
 		case opAdmitMany, opHold:
-			m.w.g.parts[m.part].err = ErrClosed
-			m.w.g.c <- word(m.part)
+			p := &m.w.g.parts[m.part]
+			p.err = ErrClosed
+			p.c <- struct{}{}
 		case opUnhold, opDropMany:
-			m.w.g.c <- word(m.part)
+			m.w.g.parts[m.part].c <- struct{}{}
 		case opFlush:
 			m.cancel(ErrClosed)
 		case opStats:

@@ -87,11 +87,6 @@ type job[K comparable, I, O any] struct {
 	ctx   context.Context
 }
 
-// word is a loop's word on part i of a group, on its channel: the part's
-// own, so that a word that no one waited for, from a shard that ended, is
-// told from the next.
-func word(i int32) int { return -1 - int(i) }
-
 // countdown is a latch: the count of a DoMany's inputs not yet answered, in
 // a channel of one (left), and fin, sent once by whoever answers the last.
 // The count is taken and put back at once, never held across a block, so

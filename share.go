@@ -237,19 +237,18 @@ func (sh *share[K, I, O]) giveBackIdleSlots() {
 }
 
 // later is the loop's word on a drop, or on a DoMany's part (which may let
-// go of room held or granted): a result on c, or else word(i) on g.c.
+// go of room held or granted): a result on c, or else a word on p.c.
 // loop: its one method runs on the loop goroutine.
 type later[K comparable, I, O any] struct {
 	c chan result[O]
 	r result[O]
-	g *group[K, I, O]
-	i int32
+	p *part[K, I, O]
 }
 
 // send sends the word, on the loop goroutine.
 func (x later[K, I, O]) send() {
-	if x.g != nil {
-		x.g.c <- word(x.i)
+	if x.p != nil {
+		x.p.c <- struct{}{}
 	} else {
 		x.c <- x.r
 	}
