@@ -339,8 +339,8 @@ func BenchmarkState(b *testing.B) {
 	for _, n := range []int{10, 1000, 100_000} {
 		b.Run(fmt.Sprintf("lane=%d", n), func(b *testing.B) {
 			lim := limits{batchSize: batch, delay: time.Millisecond, queued: n + batch}
-			s := newState[int, int](lim, t0)
-			now := t0
+			s := newState[int, int](lim)
+			var now time.Duration
 			for i := range n {
 				s.admit(0, 1, 0, 0, now, i)
 			}
@@ -355,7 +355,7 @@ func BenchmarkState(b *testing.B) {
 				if !ok || len(got) != batch {
 					b.Fatalf("took %d, %v", len(got), ok)
 				}
-				now = now.Add(time.Microsecond)
+				now += time.Microsecond
 				s.release(0, now)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/input")
@@ -385,7 +385,7 @@ func BenchmarkWaiting(b *testing.B) {
 	b.Run("room", func(b *testing.B) {
 		for b.Loop() {
 			before := heap()
-			s := newState[int, *waiter[int, int, int]](limits{batchSize: 64, delay: time.Hour, queued: n}, t0)
+			s := newState[int, *waiter[int, int, int]](limits{batchSize: 64, delay: time.Hour, queued: n})
 			for i := range n {
 				s.admit(i%keys, 1, 0, 0, t0, nil)
 			}

@@ -86,7 +86,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		f:       f,
 		s:       s,
 		lim:     lim,
-		st:      newState[K, *waiter[K, I, O]](lim, f.origin),
+		st:      newState[K, *waiter[K, I, O]](lim),
 		workers: make([]worker[K, I, O], 0, most),
 		most:    most,
 		alarm:   newAlarm(),
@@ -193,16 +193,16 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	l.dispatch(now)
 }
 
-// now is the time, read only when deadlines exist: with zero delay the core
-// never looks at it.
-func (l *loop[K, I, O]) now() time.Time {
+// now is the time since the ferry's origin (its clock), read only when
+// deadlines exist: with zero delay the core never looks at it, and it is 0.
+func (l *loop[K, I, O]) now() time.Duration {
 	if l.lim.delay == 0 {
-		return time.Time{}
+		return 0
 	}
-	return l.f.origin.Add(l.f.clock())
+	return l.f.clock()
 }
 
-func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
+func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	st := l.st
 	switch m.op {
 	case opAdmit:
@@ -227,7 +227,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
 		}
 	case opAdmitMany, opHold, opUnhold:
-		l.admitPart(m.w.g, m.worker, m.op, now)
+		l.admitPart(m.w.g, m.part, m.op, now)
 	case opDrop:
 		w := m.w
 		if _, ok := st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
@@ -242,11 +242,11 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		default: // w.c holds its answer, which says enough
 		}
 	case opDropMany:
-		g, p := m.w.g, &m.w.g.parts[m.worker]
+		g, p := m.w.g, &m.w.g.parts[m.part]
 		p.dropped = 0
 		for i := range g.ws {
 			switch w := &g.ws[i]; {
-			case w.part != m.worker:
+			case w.part != m.part:
 			case l.dropOne(w, now):
 				p.dropped++
 				l.countIf(w.tk.seq <= l.roundSeq())
@@ -254,7 +254,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 				l.gaveUp(w)
 			}
 		}
-		l.share.replyAfterLend(later[K, I, O]{g: g, i: m.worker})
+		l.share.replyAfterLend(later[K, I, O]{p: p})
 	case opStart:
 		if l.closing {
 			go m.cancel(ErrClosed) // see close
@@ -367,7 +367,7 @@ func (l *loop[K, I, O]) reject(o outcome, n int, heaviest, total int64, all int)
 
 // admitSubmit admits a Submit's input, never claiming its key, and gives the
 // Submit its word: errAdmitted, or why not.
-func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Time) {
+func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Duration) {
 	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
 	if o != admitted {
 		w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
@@ -398,7 +398,7 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
 // admitPart handles part i of a DoMany: admits all its inputs, in order, or
 // none; or, over several shards, holds room for them first, or lets it go.
 // The room held is let go before the part is admitted or refused.
-func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Time) {
+func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
 	p := &g.parts[i]
 	if p.held {
 		l.st.unhold(p.n, p.total)
@@ -424,11 +424,11 @@ func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Tim
 		}
 		l.tally.Admitted += uint64(p.n)
 	}
-	l.share.replyAfterLend(later[K, I, O]{g: g, i: i}) // room held or granted may have been let go
+	l.share.replyAfterLend(later[K, I, O]{p: p}) // room held or granted may have been let go
 }
 
 // dropOne drops w if it still waits, and counts it.
-func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Time) bool {
+func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Duration) bool {
 	_, ok := l.st.drop(w.key, w.tk, now)
 	if ok {
 		l.tally.Dropped++
@@ -488,7 +488,7 @@ func (l *loop[K, I, O]) settle() {
 // dispatch starts a batch on every idle worker while a lane is ready, then sets
 // the alarm to the earliest deadline left, which is in the future if a worker
 // is idle.
-func (l *loop[K, I, O]) dispatch(now time.Time) {
+func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	st := l.st
 	l.share.starved = false
 	for st.hasReady(now) {
@@ -605,10 +605,11 @@ func (l *loop[K, I, O]) end() bool {
 		case opAdmit:
 			m.w.c <- result[O]{err: ErrClosed}
 		case opAdmitMany, opHold:
-			m.w.g.parts[m.worker].err = ErrClosed
-			m.w.g.c <- word(m.worker)
+			p := &m.w.g.parts[m.part]
+			p.err = ErrClosed
+			p.c <- struct{}{}
 		case opUnhold, opDropMany:
-			m.w.g.c <- word(m.worker)
+			m.w.g.parts[m.part].c <- struct{}{}
 		case opFlush:
 			m.cancel(ErrClosed)
 		case opStats:

@@ -15,11 +15,11 @@ type op uint8
 
 const (
 	opAdmit     op = iota // from Do or Submit: admit m.w
-	opAdmitMany           // from DoMany: admit all of part m.worker of m.w.g, or none
-	opHold                // from DoMany over several shards: hold room for part m.worker of m.w.g
+	opAdmitMany           // from DoMany: admit all of part m.part of m.w.g, or none
+	opHold                // from DoMany over several shards: hold room for part m.part of m.w.g
 	opUnhold              // from DoMany over several shards: let go of the room held
 	opDrop                // from a Do whose ctx ended: drop m.w if it still waits
-	opDropMany            // from DoMany whose ctx ended: drop what still waits of part m.worker of m.w.g
+	opDropMany            // from DoMany whose ctx ended: drop what still waits of part m.part of m.w.g
 	opStart               // from a direct call: it runs, and close cancels it with m.cancel
 	opRelease             // from a worker or a direct call: m.key's call is over
 	opAnswered            // from a worker: it has answered a job that asked for it (a Flush)
@@ -39,7 +39,8 @@ const byCaller = -1
 // methods: its sender writes it and the loop reads it.
 type msg[K comparable, I, O any] struct {
 	op     op
-	worker int32 // opRelease: the worker that is free again, or byCaller; a DoMany's: its part
+	worker int32 // opRelease: the worker that is free again, or byCaller
+	part   int32 // opAdmitMany, opHold, opUnhold, opDropMany: the part of m.w.g
 	key    K     // opRelease
 	w      *waiter[K, I, O]
 	stats  chan Stats
@@ -84,11 +85,6 @@ type job[K comparable, I, O any] struct {
 	ack   bool
 	ctx   context.Context
 }
-
-// word is a loop's word on part i of a group, on its channel: the part's
-// own, so that a word that no one waited for, from a shard that ended, is
-// told from the next.
-func word(i int32) int { return -1 - int(i) }
 
 // countdown is a latch: the count of a DoMany's inputs not yet answered, in
 // a channel of one (left), and fin, sent once by whoever answers the last.

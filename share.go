@@ -155,7 +155,7 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
 				}
 			}
 		case opAdmitMany, opHold:
-			p := &m.w.g.parts[m.worker]
+			p := &m.w.g.parts[m.part]
 			switch {
 			case p.held, p.granted:
 			case p.n > sh.lim.queued || p.total < 0 || p.total > whole: // never fits: heaviest <= total
@@ -165,7 +165,7 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
 			}
 			if direct && m.op == opAdmitMany {
 				for i := range m.w.g.ws {
-					if w := &m.w.g.ws[i]; w.part == m.worker {
+					if w := &m.w.g.ws[i]; w.part == m.part {
 						sh.joins(w.key)
 					}
 				}
@@ -320,19 +320,18 @@ func (sh *share[K, I, O]) giveBackIdleSlots() {
 }
 
 // later is the loop's word on a drop, or on a DoMany's part (which may let
-// go of room held or granted): a result on c, or else word(i) on g.c.
+// go of room held or granted): a result on c, or else a word on p.c.
 // loop: its one method runs on the loop goroutine.
 type later[K comparable, I, O any] struct {
 	c chan result[O]
 	r result[O]
-	g *group[K, I, O]
-	i int32
+	p *part[K, I, O]
 }
 
 // send sends the word, on the loop goroutine.
 func (x later[K, I, O]) send() {
-	if x.g != nil {
-		x.g.c <- word(x.i)
+	if x.p != nil {
+		x.p.c <- struct{}{}
 	} else {
 		x.c <- x.r
 	}

@@ -3,7 +3,6 @@ package ferry
 import (
 	"math"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -61,7 +60,7 @@ func TestShareNeed(t *testing.T) {
 			ms: []m{release("a"), do("a", 5), do("a", 6)}, want: budget{1, 6}},
 		{name: "a release of a lane with inputs", direct: true, setup: func(st *state[string, *w]) {
 			st.claim("a")
-			st.join("a", 1, 0, 0, time.Time{}, nil)
+			st.join("a", 1, 0, 0, 0, nil)
 		}, ms: []m{release("a"), do("a", 5)}, want: budget{1, 5}},
 		{name: "a DoMany's inputs, then a Do of their key", direct: true,
 			ms: []m{part(opAdmitMany, []string{"a", "b"}), do("b", 5), do("c", 7)}, want: budget{3, 7}},
@@ -74,7 +73,7 @@ func TestShareNeed(t *testing.T) {
 		{name: "past MaxInt64 in all", ms: []m{do("a", 100), do("b", 100), part(opAdmitMany, []string{"c"}, 100)}, want: budget{3, 300}},
 	} {
 		lim := limits{batchSize: 4, queued: 8, queuedWeight: 100, direct: tc.direct}
-		st := newState[string, *w](lim, time.Time{})
+		st := newState[string, *w](lim)
 		if tc.setup != nil {
 			tc.setup(st)
 		}
@@ -86,7 +85,7 @@ func TestShareNeed(t *testing.T) {
 	// core refuses every admission.
 	lim := limits{batchSize: 4, queued: 8, queuedWeight: 100}
 	for _, shut := range []bool{false, true} {
-		st := newState[string, *w](lim, time.Time{})
+		st := newState[string, *w](lim)
 		st.grow(-8, -100) // a shard that holds no room
 		if shut {
 			st.shutdown()
@@ -101,7 +100,7 @@ func TestShareNeed(t *testing.T) {
 	}
 	// Without a MaxQueuedWeight the room's weight is MaxInt64, shared.
 	lim = limits{batchSize: 4, queued: 8}
-	sh := share[string, in, int]{st: newState[string, *w](lim, time.Time{}), lim: lim}
+	sh := share[string, in, int]{st: newState[string, *w](lim), lim: lim}
 	assert.Equal(t, budget{2, -1}, sh.need([]m{do("a", math.MaxInt64), do("b", 1)}), "a sum past MaxInt64 is -1")
 	assert.Equal(t, int64(math.MaxInt64), sharedWeight(lim))
 	assert.Equal(t, int64(7), sharedWeight(limits{queuedWeight: 7}))
