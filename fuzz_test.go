@@ -294,6 +294,20 @@ func runState(t *testing.T, data []byte) {
 						entries[it.entry].t = s.enter(h.keys[i], it.weight, int64(it.rank), it.at, now, it.entry)
 					}
 				}
+			case 7: // a key paused as its failed call is released: its lane cleared, then the release
+				if len(busy) == 0 {
+					continue
+				}
+				i := r.next() % len(busy)
+				key := busy[i]
+				busy = slices.Delete(busy, i, i+1)
+				got, want := s.clearLane(key, nil), m.clearLane(key)
+				what = fmt.Sprintf("clearLane %s = %v", key, got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("step %d: %s, model says %v", step, what, want)
+				}
+				s.release(key, now)
+				m.release(key, now)
 			default:
 				continue
 			}

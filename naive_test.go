@@ -316,6 +316,25 @@ func (m *model) drop(key string, e int, now time.Duration) bool {
 	return true
 }
 
+// clearLane: every input of key's lane, in lane order, gone at once.
+func (m *model) clearLane(key string) []int {
+	l := m.lane(key)
+	if l == nil {
+		return nil
+	}
+	var out []int
+	for _, it := range l.items {
+		out = append(out, it.entry)
+		m.queued--
+		m.weight -= it.weight
+	}
+	l.items = nil
+	if !l.busy {
+		m.remove(l)
+	}
+	return out
+}
+
 func (m *model) drain() []int {
 	m.closed = true
 	var all []mitem

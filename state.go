@@ -363,6 +363,25 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
 	return it.entry, true
 }
 
+// clearLane removes every input waiting in key's lane, appending their
+// entries to buf in the lane's order, and frees their count and weight at
+// once: for a key paused as its failed call is released, which the loop
+// does right after. A busy lane stays busy with no items; any other is
+// removed. O(n) in the lane's inputs, plus O(log L) for a lane not busy.
+func (s *state[K, E]) clearLane(key K, buf []E) []E {
+	l := s.lanes[key]
+	if l == nil {
+		return buf
+	}
+	l.items.each(func(it item[E]) { buf = append(buf, it.entry) })
+	s.forget(l, l.items.len(), l.weight)
+	l.items.clear()
+	if l.phase != phaseBusy {
+		s.removeLane(l)
+	}
+	return buf
+}
+
 // drain closes the room: nothing is admitted again, and every waiting input
 // is removed and its entry appended to buf, in arrival order. Lanes with a call
 // in flight stay busy, with no items, until released.

@@ -430,6 +430,35 @@ func TestDrainWithBusyLane(t *testing.T) {
 	assert.True(t, c.idle())
 }
 
+// A key paused after its call failed: every input in its lane goes at once,
+// in lane order, and the lane, busy, is removed by its release; the other
+// lanes keep their places.
+func TestClearLane(t *testing.T) {
+	c := newCore(t, limits{batchSize: 2, delay: time.Millisecond})
+	a0 := c.add("a", t0)
+	b0 := c.add("b", t0)
+	c.takes(ms(1), "a", a0)
+	a1, a2, a3 := c.add("a", ms(1)), c.add("a", ms(1)), c.add("a", ms(1))
+	a4, _, tk := c.in("a", 5, -1, ms(1)) // ranked first
+	got := c.clearLane("a", nil)
+	require.NoError(t, checkState(c.state))
+	assert.Equal(t, []int{a4, a1, a2, a3}, got, "lane order: rank, then arrival")
+	assert.Equal(t, 1, c.queued)
+	assert.Equal(t, int64(1), c.weight)
+	_, ok := c.drop("a", tk, ms(1))
+	assert.False(t, ok, "gone")
+	c.rel("a", ms(1))
+	assert.NotContains(t, c.lanes, "a", "the busy lane, empty, is removed by its release")
+	c.takes(ms(1), "b", b0)
+	assert.Empty(t, c.clearLane("none", nil))
+	b1 := c.add("b", ms(2))
+	c.rel("b", ms(2))
+	assert.Equal(t, []int{b1}, c.clearLane("b", nil))
+	require.NoError(t, checkState(c.state))
+	assert.Empty(t, c.lanes, "a lane not busy is removed with its inputs")
+	assert.True(t, c.idle())
+}
+
 func TestShutdown(t *testing.T) {
 	c := newCore(t, limits{batchSize: 2, delay: time.Hour})
 	b0 := c.add("b", ms(2))
