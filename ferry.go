@@ -130,8 +130,11 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 
 // DoMany submits ins in one admission and waits for all their outputs, in order. If the room
 // cannot hold them all, none is admitted and it returns ErrRejected. If ctx ends first it returns
-// ctx's error at once, and the inputs not yet taken are dropped. Otherwise the error is nil when
-// every input succeeded, or an Errors with one entry per input when any failed.
+// ctx's error once its shards have said which inputs still waited (one message to each and
+// back), and drops those: then the error is an Errors with one entry per input, each matching
+// ctx's error, and also ErrDropped for an input dropped before any call took it (safe to send
+// again; the others may yet succeed). Otherwise the error is nil when every input succeeded, or
+// an Errors with one entry per input when any failed.
 //
 // An empty ins gives (empty, nil) at once; more inputs than MaxQueued, or weights that sum past
 // MaxInt64, are ErrRejected; a negative weight or a bad key in any input refuses them all. The

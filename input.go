@@ -23,10 +23,11 @@ type waiter[K comparable, I, O any] struct {
 	tk     ticket         // loop-owned: the input's ticket once admitted, else zero
 	c      chan result[O] // a Do's answer; a Submit's admission word, on a channel it holds until then
 
-	done func(O, error) // Submit: called once, off the loop, with the answer
-	g    *group[K, I, O]
-	i    int   // DoMany: its index in g
-	part int32 // DoMany: its part of g, the inputs in its shard
+	done    func(O, error) // Submit: called once, off the loop, with the answer
+	g       *group[K, I, O]
+	i       int   // DoMany: its index in g
+	part    int32 // DoMany: its part of g, the inputs in its shard
+	dropped bool  // loop-owned, DoMany: dropped for its caller, before any call, written before the part's word
 }
 
 // prepare fills in w's input, key, weight and rank, and refuses a key that no

@@ -249,6 +249,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 			case w.part != m.part:
 			case l.dropOne(w, now):
 				p.dropped++
+				w.dropped = true
 				l.countIf(w.tk.seq <= l.roundSeq())
 			default:
 				l.gaveUp(w)

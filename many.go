@@ -185,8 +185,10 @@ func (g *group[K, I, O]) request(i int, o op) error {
 }
 
 // abandon drops the inputs of g that still wait, for a DoMany whose ctx
-// ended, and returns ctx's error. g goes back to the pool only if nothing can
-// answer into it any more.
+// ended, and returns ctx's error: if any input was dropped, an Errors with
+// ctx's error for each input, which also matches ErrDropped for each one
+// dropped before any call took it. g goes back to the pool only if nothing
+// can answer into it any more.
 func (g *group[K, I, O]) abandon(ctx context.Context, f *Ferry[K, I, O]) error {
 	err := ctxErr(ctx)
 	dropped := 0
@@ -198,6 +200,15 @@ func (g *group[K, I, O]) abandon(ctx context.Context, f *Ferry[K, I, O]) error {
 			return err
 		}
 		dropped += g.parts[i].dropped
+	}
+	if dropped > 0 { // each input's verdict: dropped, or taken by a call
+		errs := make(Errors, len(g.ws))
+		for i := range g.ws {
+			if errs[i] = err; g.ws[i].dropped {
+				errs[i] = fmt.Errorf("%w: %w", err, ErrDropped)
+			}
+		}
+		err = errs
 	}
 	switch left := g.count.take(); left {
 	case 0: // all answered: the last sends on fin, if it has not yet
