@@ -143,8 +143,8 @@ func benchDo(b *testing.B, keys, batch, callers int) {
 // callers=128 with OnBatch nil and a no-op OnBatch, each pair run one after
 // the other so that the machine's drift hits both alike (benchstat -col
 // /onbatch). A whole process may run one of a pair slower for all its counts:
-// for a figure, run nil and noop in separate processes, in turn (README,
-// Observability). With it, each call reads the clock twice and the loop once
+// for a figure, run nil and noop in separate processes, in turn
+// (docs/performance.md). With it, each call reads the clock twice and the loop once
 // per wake-up that admits.
 func BenchmarkOnBatch(b *testing.B) {
 	for _, w := range []struct {
@@ -251,7 +251,7 @@ func benchDoMany(b *testing.B, shards int) {
 // 1024 inputs in flight on 16 keys, from producers that keep 1024/producers
 // each in flight (a slot taken before Submit, given back by done, which does
 // nothing else but check the answer), with a context that never ends
-// (ctx=never) or one of their own, watched by an AfterFunc (ctx=cancellable).
+// (ctx=never) or one of their own (ctx=cancellable), which bounds only the admission.
 // Read it beside BenchmarkDo/keys=16/batch=64, in the same run.
 func BenchmarkSubmit(b *testing.B) {
 	const keys, batch = 16, 64
@@ -339,8 +339,8 @@ func BenchmarkState(b *testing.B) {
 	for _, n := range []int{10, 1000, 100_000} {
 		b.Run(fmt.Sprintf("lane=%d", n), func(b *testing.B) {
 			lim := limits{batchSize: batch, delay: time.Millisecond, queued: n + batch}
-			s := newState[int, int](lim, t0)
-			now := t0
+			s := newState[int, int](lim)
+			var now time.Duration
 			for i := range n {
 				s.admit(0, 1, 0, 0, now, i)
 			}
@@ -355,7 +355,7 @@ func BenchmarkState(b *testing.B) {
 				if !ok || len(got) != batch {
 					b.Fatalf("took %d, %v", len(got), ok)
 				}
-				now = now.Add(time.Microsecond)
+				now += time.Microsecond
 				s.release(0, now)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/input")
@@ -385,7 +385,7 @@ func BenchmarkWaiting(b *testing.B) {
 	b.Run("room", func(b *testing.B) {
 		for b.Loop() {
 			before := heap()
-			s := newState[int, *waiter[int, int, int]](limits{batchSize: 64, delay: time.Hour, queued: n}, t0)
+			s := newState[int, *waiter[int, int, int]](limits{batchSize: 64, delay: time.Hour, queued: n})
 			for i := range n {
 				s.admit(i%keys, 1, 0, 0, t0, nil)
 			}

@@ -40,7 +40,7 @@ type Config[K comparable, I any] struct {
 
 	OnBatch         func(Batch[K]) // nil: none. Called after every call, off the loop: see Batch. Close from it returns at once; Flush, Shutdown fail
 	CallTimeout     time.Duration  // 0: none. A call's context ends this long after it starts (ErrCallTimeout); < 0: invalid
-	CancelAbandoned bool           // cancel a batched call (ErrAbandoned) once every caller of its batch has given up
+	CancelAbandoned bool           // cancel a batched call (ErrAbandoned) once every Do and DoMany caller of its batch has given up; a Submit's input never gives up
 	Shards          int            // loops, keys spread by hash, sharing the bounds; 0: GOMAXPROCS, at most MaxInFlightBatches; < 0: invalid
 }
 
@@ -158,7 +158,7 @@ func (s *Stats) add(t Stats) {
 // shardCount is how many shards a ferry with these totals gets: n, or by
 // default one per processor (GOMAXPROCS, which procs is), at most one per
 // worker. One loop is one core: past one processor a second loop took the
-// headline workload from 1.9x dataloadgen's cost to 1.3x (see the README).
+// headline workload from 1.9x dataloadgen's cost to 1.3x (see docs/performance.md).
 func shardCount(n, workers, procs int) (int, error) {
 	switch {
 	case n == 0:

@@ -1,6 +1,9 @@
 package ferry
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // This file is Do: one input, one answer on the waiter's own channel. It runs
 // on the caller's goroutine.
@@ -37,7 +40,9 @@ func doInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in 
 	case ErrClosed:
 		return zero, ErrClosed // w is not pooled: the loop's last read may yet answer it
 	default:
-		abandon(s, w)
+		if abandon(s, w) {
+			return zero, fmt.Errorf("%w: %w", ctxErr(ctx), ErrDropped)
+		}
 		return zero, ctxErr(ctx)
 	}
 }
@@ -55,22 +60,27 @@ func finishDo[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w 
 
 // abandon drops w's input if it still waits, for a caller whose ctx ended,
 // and waits for one word on w.c, so that an input whose caller has returned
-// never joins a call after that. Only a dropped w goes back to the pool: in
-// every other case the loop or a worker may still send on w.c.
-func abandon[K comparable, I, O any](s *shard[K, I, O], w *waiter[K, I, O]) {
+// never joins a call after that. It reports whether the input reached no
+// call: dropped, or its key claimed for a direct call not made. Only a
+// dropped w goes back to the pool: in every other case the loop or a worker
+// may still send on w.c.
+func abandon[K comparable, I, O any](s *shard[K, I, O], w *waiter[K, I, O]) bool {
 	select {
 	case s.inc <- msg[K, I, O]{op: opDrop, w: w}:
 	case <-s.done:
-		return
+		return false
 	}
 	select {
 	case r := <-w.c:
 		switch r.err {
 		case errDropped:
 			s.f.pools.putDo(w)
+			return true
 		case errClaimed:
 			s.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: byCaller}
+			return true
 		}
 	case <-s.done:
 	}
+	return false
 }

@@ -251,7 +251,7 @@ func TestDirectCallerWaitsForItsCall(t *testing.T) {
 // The loop's handle is stepped directly: no worker, no goroutine.
 func TestDirectCallsMapShrinks(t *testing.T) {
 	lim := limits{batchSize: 1, queued: 1, direct: true}
-	f := &Ferry[int, int, int]{lim: lim, origin: t0}
+	f := &Ferry[int, int, int]{lim: lim}
 	l := newLoop(&shard[int, int, int]{f: f}, lim, 0, 0)
 	const n = 20_000
 	for k := range n {

@@ -81,6 +81,11 @@ var (
 	// ErrAbandoned is the cause of a batched call's context once every caller
 	// of its batch has given up, with Config.CancelAbandoned; as ErrClosed.
 	ErrAbandoned = errors.New("ferry: every caller gave up")
+	// ErrDropped is matched, beside ctx's error, by the error of a Do whose
+	// ctx ended while its input waited: the input was dropped before any
+	// call took it, and is safe to send again. A Do whose input a call had
+	// taken gets ctx's error alone, as the call may still succeed.
+	ErrDropped = errors.New("ferry: dropped before its call")
 )
 
 var (

@@ -5,7 +5,7 @@
 // a delay, with at most one call in flight per key, a fixed number of workers,
 // keys taking turns and a bounded waiting room that rejects at once when full.
 // One goroutine per shard owns the waiting room. docs/design.md lists the
-// files in the order an input passes through them; the README gives the design.
+// files in the order an input passes through them, and the design.
 package ferry
 
 import (
@@ -79,7 +79,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 	base := context.WithValue(context.Background(), callKey{}, f)
 	f.origin = time.Now()
 	if n > 1 { // the shards share the room and the workers' slots
-		f.spare, f.slots = newRoom(budget{lim.queued, lim.queuedWeight}), newTokens(workers)
+		f.spare, f.slots = newRoom(budget{lim.queued, sharedWeight(lim)}), newTokens(workers)
 	}
 	for range n {
 		s := &shard[K, I, O]{f: f, inc: make(chan msg[K, I, O], incSize), done: make(chan struct{})}
@@ -101,33 +101,43 @@ const incSize = 1024
 // whose context ends with ctx). A full room is ErrRejected at once, a closed
 // ferry ErrClosed; a negative weight or a key unequal to itself is an error.
 //
+// When ctx ends first, Do returns once its shard's loop has said whether the
+// input still waited (one message there and back, not the call's end): if
+// it did, it is dropped and the error also matches ErrDropped (no call will
+// see it: safe to send again); if a call had taken it, the error is ctx's
+// alone, and the call may still succeed.
+//
 // Close answers a waiting Do with ErrClosed, and one whose call is in flight
 // with the call's answer, which, if the call fails once close has ended its
 // context, matches ErrClosed as well as the call's error. See Call for contexts.
 func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) { return doInput(ctx, f, in) }
 
 // Submit admits in and returns at once, without waiting for its output: nil when admitted,
-// else the error Do would give at admission (ErrRejected, ErrClosed, a negative weight, ctx's
-// error). Once admitted, done (if not nil) is called exactly once, never on the loop goroutine:
-// with the output or error after the input's call returns; with ErrClosed if the ferry closes
-// first; with ctx's error if ctx ends before the input is taken (the input is then dropped).
+// else the error Do would give at admission (ErrRejected, ErrClosed, a negative weight, or
+// ctx's error if ctx had ended). ctx bounds the admission alone: once Submit has returned nil
+// the input is the ferry's, whatever ctx does, and done (if not nil) is called exactly once,
+// never on the loop goroutine: with the output or error after the input's call returns, or
+// with ErrClosed if the ferry closes first. So ctx may be a request's context that ends as
+// soon as the request is answered (a 202).
 //
 // Submit never makes a direct call. done runs on the worker that ran the call, after the
 // batch's Do and DoMany callers are answered (its key is free by then), so a slow done holds
 // its worker, and with it one of the MaxInFlightBatches, until it returns, but no other batch;
-// on a goroutine of the ferry that Close waits for at close; and on ctx's context.AfterFunc
-// goroutine for ctx's error. A panic in done is recovered and counted in Stats.DonePanics; done
-// must not call runtime.Goexit. Close from done starts the close and returns at once, as it
-// cannot wait for done (see Close); Flush and Shutdown from done return an error at once.
-// Watching ctx costs one AfterFunc, and nothing if ctx.Done() is nil.
+// at close, on a goroutine of the ferry that Close waits for. done may call Submit. A panic in
+// done is recovered and counted in Stats.DonePanics; done must not call runtime.Goexit. Close
+// from done starts the close and returns at once, as it cannot wait for done (see Close); Flush
+// and Shutdown from done return an error at once.
 func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) error {
 	return submitInput(ctx, f, in, done)
 }
 
 // DoMany submits ins in one admission and waits for all their outputs, in order. If the room
 // cannot hold them all, none is admitted and it returns ErrRejected. If ctx ends first it returns
-// ctx's error at once, and the inputs not yet taken are dropped. Otherwise the error is nil when
-// every input succeeded, or an Errors with one entry per input when any failed.
+// ctx's error once its shards have said which inputs still waited (one message to each and
+// back), and drops those: then the error is an Errors with one entry per input, each matching
+// ctx's error, and also ErrDropped for an input dropped before any call took it (safe to send
+// again; the others may yet succeed). Otherwise the error is nil when every input succeeded, or
+// an Errors with one entry per input when any failed.
 //
 // An empty ins gives (empty, nil) at once; more inputs than MaxQueued, or weights that sum past
 // MaxInt64, are ErrRejected; a negative weight or a bad key in any input refuses them all. The

@@ -28,6 +28,7 @@ type ferryRun struct {
 	exited  map[int]bool // inputs that led a call that ran runtime.Goexit
 	busy    map[string]bool
 	gaveUp  map[int]bool // inputs whose caller returned with its context's error
+	ok      map[int]bool // inputs that a call answered with their output
 	closed  bool         // Close was called and has been taken in by the loop
 	calls   int
 	inCalls int
@@ -157,6 +158,13 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	for i, x := range ins {
 		outs[i] = 10 * x.ID
 	}
+	if mode%4 == 0 || mode%4 == 3 {
+		r.mu.Lock()
+		for _, x := range ins {
+			r.ok[x.ID] = mode%4 == 0 || x.ID%2 == 0
+		}
+		r.mu.Unlock()
+	}
 	switch mode % 4 {
 	case 1:
 		if ins[0].ID%3 == 0 {
@@ -252,6 +260,9 @@ func (r *ferryRun) submit(f *Ferry[any, in, int], ctx context.Context, c *fuzzCa
 		if fn := onLoop(); fn != "" {
 			r.fail("Submit %d: done ran on the loop, in %s", c.x.ID, fn)
 		}
+		if errors.Is(err, context.Canceled) {
+			r.fail("Submit %d: done got its ctx's error %v: an accepted input is kept", c.x.ID, err)
+		}
 		r.mu.Unlock()
 		c.c <- answer{out, err}
 	})
@@ -309,7 +320,7 @@ func runFerry(t *testing.T, data []byte) {
 	if opts&64 != 0 {
 		cfg.MaxQueued += 192 // so that shards borrow and keep chunks of the room: see share
 	}
-	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{},
+	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{}, ok: map[int]bool{},
 		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}}
 	if opts&8 == 0 {
 		cfg.OnBatch = r.onBatch
@@ -458,6 +469,9 @@ func runFerry(t *testing.T, data []byte) {
 			c.a = <-c.c // every caller has its answer once Close returns
 		}
 		c.cancel()
+		if r.ok[c.x.ID] && errors.Is(c.a.err, ErrClosed) {
+			t.Fatalf("input %d: its call answered it, yet its caller was told %v", c.x.ID, c.a.err)
+		}
 		checkAnswer(t, c, r.exited, cfg)
 	}
 	left := 0

@@ -166,10 +166,9 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 func runState(t *testing.T, data []byte) {
 	r := &bytes{data}
 	lim := fuzzLimits(r)
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := t0
-	s := newState[string, int](lim, t0)
-	m := &model{lim: lim, t0: t0}
+	var now time.Duration // since the origin
+	s := newState[string, int](lim)
+	m := &model{lim: lim}
 	keys := []string{"a", "b", "c", "d"}
 	var entries []fuzzEntry
 	var busy []string // keys with a call in flight, in the order they became busy
@@ -188,19 +187,19 @@ func runState(t *testing.T, data []byte) {
 				weight = 9 // heavier than most batch limits
 			}
 			rank := int64(r.next() % 3)
-			at := now.Add(-time.Duration(r.next()%3) * time.Millisecond)
+			at := now - time.Duration(r.next()%3)*time.Millisecond
 			e := len(entries)
 			var got, want outcome
 			var tk ticket
 			if op == 2 { // a Submit's or DoMany's input: it never claims
-				got, tk = s.join(key, weight, rank, at.Sub(t0), now, e)
+				got, tk = s.join(key, weight, rank, at, now, e)
 				want = m.join(key, weight, rank, at, now, e)
 			} else {
-				got, tk = s.admit(key, weight, rank, at.Sub(t0), now, e)
+				got, tk = s.admit(key, weight, rank, at, now, e)
 				want = m.admit(key, weight, rank, at, now, e)
 			}
 			entries = append(entries, fuzzEntry{key, tk, weight, rank})
-			what = fmt.Sprintf("admit(%s w=%d r=%d at=%v) = %d", key, weight, rank, at.Sub(t0), got)
+			what = fmt.Sprintf("admit(%s w=%d r=%d at=%v) = %d", key, weight, rank, at, got)
 			if got != want {
 				t.Fatalf("step %d: %s, model says %d", step, what, want)
 			}
@@ -246,8 +245,8 @@ func runState(t *testing.T, data []byte) {
 				t.Fatalf("step %d: %s (entry %d), model says %v", step, what, got, mok)
 			}
 		case 7, 8: // time passes
-			now = now.Add(time.Duration(r.next()%8) * time.Millisecond)
-			what = fmt.Sprintf("now %v", now.Sub(t0))
+			now += time.Duration(r.next()%8) * time.Millisecond
+			what = fmt.Sprintf("now %v", now)
 			if got, want := s.hasReady(now), len(m.ready) > 0 || m.anyDue(now); got != want {
 				t.Fatalf("step %d: hasReady = %v, model says %v", step, got, want)
 			}
@@ -292,9 +291,23 @@ func runState(t *testing.T, data []byte) {
 				}
 				if got == admitted {
 					for i, it := range h.ins {
-						entries[it.entry].t = s.enter(h.keys[i], it.weight, int64(it.rank), it.at.Sub(s.origin), now, it.entry)
+						entries[it.entry].t = s.enter(h.keys[i], it.weight, int64(it.rank), it.at, now, it.entry)
 					}
 				}
+			case 7: // a key paused as its failed call is released: its lane cleared, then the release
+				if len(busy) == 0 {
+					continue
+				}
+				i := r.next() % len(busy)
+				key := busy[i]
+				busy = slices.Delete(busy, i, i+1)
+				got, want := s.clearLane(key, nil), m.clearLane(key)
+				what = fmt.Sprintf("clearLane %s = %v", key, got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("step %d: %s, model says %v", step, what, want)
+				}
+				s.release(key, now)
+				m.release(key, now)
 			default:
 				continue
 			}
@@ -309,7 +322,7 @@ func runState(t *testing.T, data []byte) {
 		}
 		gt, gok := s.earliest()
 		mt, mok := m.earliest()
-		if gok != mok || gok && !gt.Equal(mt) {
+		if gok != mok || gok && gt != mt {
 			t.Fatalf("step %d after %s: earliest %v %v, model %v %v", step, what, gt, gok, mt, mok)
 		}
 	}
@@ -325,7 +338,7 @@ type held struct {
 // manyStep admits 1 to 4 inputs in one step, as DoMany does: room for them
 // all, then each joins its lane in slice order; or, for a DoMany over several
 // rooms, holds the room for them, to enter later (see runState's case 9).
-func manyStep(r *bytes, s *state[string, int], m *model, entries *[]fuzzEntry, holds *[]held, keys []string, now time.Time) (string, error) {
+func manyStep(r *bytes, s *state[string, int], m *model, entries *[]fuzzEntry, holds *[]held, keys []string, now time.Duration) (string, error) {
 	hold := r.next()%2 == 1
 	n := 1 + r.next()%4
 	ins := make([]mitem, n)
@@ -356,7 +369,7 @@ func manyStep(r *bytes, s *state[string, int], m *model, entries *[]fuzzEntry, h
 	for i, it := range ins {
 		var tk ticket
 		if got == admitted && !hold {
-			tk = s.enter(ks[i], it.weight, int64(it.rank), it.at.Sub(s.origin), now, it.entry)
+			tk = s.enter(ks[i], it.weight, int64(it.rank), it.at, now, it.entry)
 		}
 		*entries = append(*entries, fuzzEntry{ks[i], tk, it.weight, int64(it.rank)})
 	}
@@ -393,9 +406,9 @@ func checkBatch(lim limits, entries []fuzzEntry, batch []int) error {
 	return nil
 }
 
-func (m *model) anyDue(now time.Time) bool {
+func (m *model) anyDue(now time.Duration) bool {
 	for _, l := range m.lanes {
-		if l.waiting && !l.due.After(now) {
+		if l.waiting && l.due <= now {
 			return true
 		}
 	}

@@ -23,14 +23,11 @@ type waiter[K comparable, I, O any] struct {
 	tk     ticket         // loop-owned: the input's ticket once admitted, else zero
 	c      chan result[O] // a Do's answer; a Submit's admission word, on a channel it holds until then
 
-	done func(O, error) // Submit: called once, off the loop, with the answer
-	stop func() bool    // Submit whose ctx can end: stops watching it
-	drop chan result[O] // Submit whose ctx ended: the loop's word on its drop
-	g    *group[K, I, O]
-	i    int // DoMany: its index in g; Submit, loop-owned: the number of its drop, for Flush
-
-	seen, withdrawn bool  // loop-owned, Submit: its admission was handled; its drop came first
-	part            int32 // DoMany: its part of g, the inputs in its shard
+	done    func(O, error) // Submit: called once, off the loop, with the answer
+	g       *group[K, I, O]
+	i       int   // DoMany: its index in g
+	part    int32 // DoMany: its part of g, the inputs in its shard
+	dropped bool  // loop-owned, DoMany: dropped for its caller, before any call, written before the part's word
 }
 
 // prepare fills in w's input, key, weight and rank, and refuses a key that no
@@ -131,27 +128,28 @@ func (p *pools[K, I, O]) getWord() chan result[O] { return p.words.Get().(chan r
 // putWord pools c, from which the one word sent on it has been read.
 func (p *pools[K, I, O]) putWord(c chan result[O]) { p.words.Put(c) }
 
-// getGroup returns a group for n inputs, from the pool if one is big enough,
-// over a ferry of shards shards.
-func (p *pools[K, I, O]) getGroup(n, shards int) *group[K, I, O] {
+// getGroup returns a group for n inputs, from the pool if one is big enough.
+func (p *pools[K, I, O]) getGroup(n int) *group[K, I, O] {
 	if g, _ := p.groups.Get().(*group[K, I, O]); g != nil && cap(g.ws) >= n {
 		g.ws, g.errs = g.ws[:n], g.errs[:n]
 		return g
 	}
 	return &group[K, I, O]{
-		ws: make([]waiter[K, I, O], n), errs: make([]error, n),
-		c: make(chan int, shards+1), count: newCountdown(),
+		ws: make([]waiter[K, I, O], n), errs: make([]error, n), count: newCountdown(),
 	}
 }
 
-// putGroup pools g, unless a shard may yet send a word into it (lost).
+// putGroup pools g, with its parts' channels, empty, unless a shard may yet
+// send a word into it (lost).
 func (p *pools[K, I, O]) putGroup(g *group[K, I, O]) {
 	if g.lost {
 		return
 	}
 	clear(g.ws)
 	clear(g.errs)
-	clear(g.parts)
+	for i := range g.parts {
+		g.parts[i] = part[K, I, O]{c: g.parts[i].c}
+	}
 	g.outs, g.parts = nil, g.parts[:0]
 	p.groups.Put(g)
 }

@@ -32,7 +32,6 @@ type round struct {
 	id      uint64
 	seq     uint64 // inputs with seqs up to this count
 	claims  uint64 // direct calls claimed up to this one count
-	drops   uint64 // Submits' drops up to this one count, until their done returns
 	left    int
 	replies []context.CancelCauseFunc
 }
@@ -61,7 +60,6 @@ type loop[K comparable, I, O any] struct {
 	flushers []context.CancelCauseFunc // Flushes for the round after it
 	rounds   uint64                    // rounds started
 	claims   uint64                    // direct calls claimed
-	drops    uint64                    // Submits dropped
 	notify   int                       // goroutines calling Submits' done that the loop waits for
 
 	closing bool // drained, calls cancelled: ending once busy is 0
@@ -89,7 +87,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		f:       f,
 		s:       s,
 		lim:     lim,
-		st:      newState[K, *waiter[K, I, O]](lim, f.origin),
+		st:      newState[K, *waiter[K, I, O]](lim),
 		alarm:   newAlarm(),
 		directs: make(map[K]directCall),
 		reports: make(map[*waiter[K, I, O]]uint64),
@@ -101,7 +99,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 	l.share = share[K, I, O]{st: l.st, lim: lim, own: own, most: most, f: f}
 	if n := len(f.shards); n > 1 { // the room starts in spare: see share
 		l.share.spare, l.share.slots = f.spare, f.slots
-		l.st.grow(-lim.queued, -lim.queuedWeight)
+		l.st.grow(-lim.queued, -sharedWeight(lim))
 	}
 	if lim.queuedWeight == 0 {
 		l.errFullWeight = fmt.Errorf("%w: the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", ErrRejected)
@@ -170,16 +168,16 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	l.dispatch(now)
 }
 
-// now is the time, read only when deadlines exist: with zero delay the core
-// never looks at it.
-func (l *loop[K, I, O]) now() time.Time {
+// now is the time since the ferry's origin (its clock), read only when
+// deadlines exist: with zero delay the core never looks at it, and it is 0.
+func (l *loop[K, I, O]) now() time.Duration {
 	if l.lim.delay == 0 {
-		return time.Time{}
+		return 0
 	}
-	return l.f.origin.Add(l.f.clock())
+	return l.f.clock()
 }
 
-func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
+func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	st := l.st
 	switch m.op {
 	case opAdmit:
@@ -201,16 +199,12 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 			l.dpeak = max(l.dpeak, len(l.directs))
 			w.c <- result[O]{err: errClaimed}
 		default:
-			w.c <- result[O]{err: l.reject(o, 1, w.weight, 1)}
+			w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
 		}
 	case opAdmitMany, opHold, opUnhold:
-		l.admitPart(m.w.g, m.worker, m.op, now)
+		l.admitPart(m.w.g, m.part, m.op, now)
 	case opDrop:
 		w := m.w
-		if w.done != nil {
-			l.dropSubmit(w, now)
-			return
-		}
 		if _, ok := st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
 			l.tally.Dropped++
 			l.countIf(w.tk.seq <= l.roundSeq())
@@ -223,19 +217,20 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		default: // w.c holds its answer, which says enough
 		}
 	case opDropMany:
-		g, p := m.w.g, &m.w.g.parts[m.worker]
+		g, p := m.w.g, &m.w.g.parts[m.part]
 		p.dropped = 0
 		for i := range g.ws {
 			switch w := &g.ws[i]; {
-			case w.part != m.worker:
+			case w.part != m.part:
 			case l.dropOne(w, now):
 				p.dropped++
+				w.dropped = true
 				l.countIf(w.tk.seq <= l.roundSeq())
 			default:
 				l.gaveUp(w)
 			}
 		}
-		l.share.replyAfterLend(later[K, I, O]{g: g, i: m.worker})
+		l.share.replyAfterLend(later[K, I, O]{p: p})
 	case opStart:
 		if l.closing {
 			go m.cancel(ErrClosed) // see close
@@ -270,9 +265,6 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Time) {
 		}
 	case opNotified:
 		l.notify--
-		if w := m.w; w != nil {
-			l.countIf(l.round != nil && (uint64(w.i) <= l.round.drops || w.tk.seq <= l.round.seq))
-		}
 	case opPanicked:
 		if m.worker == 1 {
 			l.tally.OnBatchPanics++
@@ -315,20 +307,24 @@ func (l *loop[K, I, O]) stamp(w *waiter[K, I, O]) {
 	w.at = l.at
 }
 
-// reject is the error for n inputs, the heaviest heaviest, that the room
+// reject is the error for n inputs weighing total, the heaviest heaviest, that the room
 // did not admit with outcome o, and counts all of them as rejected, for the
 // same reason: all the inputs of a DoMany over several shards, if not n.
-func (l *loop[K, I, O]) reject(o outcome, n int, heaviest int64, all int) error {
+func (l *loop[K, I, O]) reject(o outcome, n int, heaviest, total int64, all int) error {
 	if o == refused {
 		return ErrClosed
 	}
 	l.tally.Rejected += uint64(all)
 	lim := l.lim
 	spare, _ := l.st.spare() // the shard's: with several, what it holds of the shared room
+	// Inputs that no room could hold are refused for that (with several
+	// shards, their shard borrowed no room for them: see share.need); the
+	// others for what the room lacks now.
+	tooHeavy := lim.queuedWeight > 0 && total > lim.queuedWeight
 	switch {
 	case o == rejectedHeavy:
 		l.tally.RejectedHeavy += uint64(all)
-	case n > spare:
+	case n > lim.queued || n > spare && !tooHeavy:
 		l.tally.RejectedFull += uint64(all)
 	default:
 		l.tally.RejectedWeight += uint64(all)
@@ -344,49 +340,24 @@ func (l *loop[K, I, O]) reject(o outcome, n int, heaviest int64, all int) error 
 		return l.errFull
 	case n == 1:
 		return l.errFullWeight
-	case n > spare: // all of a DoMany's inputs, some perhaps in other shards
+	case n > spare && !tooHeavy: // all of a DoMany's inputs, some perhaps in other shards
 		return fmt.Errorf("%w: %d inputs, more than the room has spare (MaxQueued %d)", ErrRejected, all, lim.queued)
 	}
 	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, all)
 }
 
 // admitSubmit admits a Submit's input, never claiming its key, and gives the
-// Submit its word: errAdmitted, errWithdrawn if its drop came first, or why not.
-func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Time) {
-	w.seen = true
-	if w.withdrawn {
-		w.drop <- result[O]{err: errKept}
-		w.c <- result[O]{err: errWithdrawn}
-		return
-	}
+// Submit its word: errAdmitted, or why not.
+func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Duration) {
 	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
 	if o != admitted {
-		w.c <- result[O]{err: l.reject(o, 1, w.weight, 1)}
+		w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
 		return
 	}
 	l.stamp(w)
 	w.tk = tk
 	l.tally.Admitted++
 	w.c <- result[O]{err: errAdmitted}
-}
-
-// dropSubmit is a drop for a Submit whose ctx ended: the word goes to w.drop,
-// and if the input is dropped its done is called by the goroutine that asked,
-// which the loop then waits for. A drop that comes before its admission
-// withdraws the input.
-func (l *loop[K, I, O]) dropSubmit(w *waiter[K, I, O], now time.Time) {
-	switch {
-	case !w.seen:
-		w.withdrawn = true // admitSubmit answers both
-	case l.dropOne(w, now):
-		l.drops++
-		w.i = int(l.drops)
-		l.notify++
-		l.share.replyAfterLend(later[K, I, O]{c: w.drop, r: result[O]{err: errDropped}})
-	default:
-		l.gaveUp(w)
-		w.drop <- result[O]{err: errKept}
-	}
 }
 
 // gaveUp counts down the batch in flight that holds w, whose caller has given
@@ -408,7 +379,7 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
 // admitPart handles part i of a DoMany: admits all its inputs, in order, or
 // none; or, over several shards, holds room for them first, or lets it go.
 // The room held is let go before the part is admitted or refused.
-func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Time) {
+func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
 	p := &g.parts[i]
 	if p.held {
 		l.st.unhold(p.n, p.total)
@@ -421,7 +392,7 @@ func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Tim
 	switch r := l.st.room(p.n, p.total, p.heaviest); {
 	case o == opUnhold:
 	case r != admitted:
-		p.err = l.reject(r, p.n, p.heaviest, len(g.ws))
+		p.err = l.reject(r, p.n, p.heaviest, p.total, len(g.ws))
 	case o == opHold:
 		l.st.hold(p.n, p.total)
 		p.held = true
@@ -434,11 +405,11 @@ func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Tim
 		}
 		l.tally.Admitted += uint64(p.n)
 	}
-	l.share.replyAfterLend(later[K, I, O]{g: g, i: i}) // room held or granted may have been let go
+	l.share.replyAfterLend(later[K, I, O]{p: p}) // room held or granted may have been let go
 }
 
 // dropOne drops w if it still waits, and counts it.
-func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Time) bool {
+func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Duration) bool {
 	_, ok := l.st.drop(w.key, w.tk, now)
 	if ok {
 		l.tally.Dropped++
@@ -485,7 +456,7 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 // was owed has come, and close, which ends one early, starts no other.
 func (l *loop[K, I, O]) startRound() {
 	l.rounds++
-	r := &round{id: l.rounds, seq: l.st.seq, claims: l.claims, drops: l.drops, replies: l.flushers}
+	r := &round{id: l.rounds, seq: l.st.seq, claims: l.claims, replies: l.flushers}
 	l.flushers = nil
 	r.left = l.st.queued + len(l.directs) + len(l.reports) + l.notify
 	for _, wk := range l.share.workers {
@@ -518,7 +489,7 @@ func (l *loop[K, I, O]) settle() {
 // dispatch starts a batch on every idle worker while a lane is ready, then sets
 // the alarm to the earliest deadline left, which is in the future if a worker
 // is idle.
-func (l *loop[K, I, O]) dispatch(now time.Time) {
+func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	st := l.st
 	l.share.starved = false
 	for st.hasReady(now) {
@@ -630,10 +601,11 @@ func (l *loop[K, I, O]) end() bool {
 		case opAdmit:
 			m.w.c <- result[O]{err: ErrClosed}
 		case opAdmitMany, opHold:
-			m.w.g.parts[m.worker].err = ErrClosed
-			m.w.g.c <- word(m.worker)
+			p := &m.w.g.parts[m.part]
+			p.err = ErrClosed
+			p.c <- struct{}{}
 		case opUnhold, opDropMany:
-			m.w.g.c <- word(m.worker)
+			m.w.g.parts[m.part].c <- struct{}{}
 		case opFlush:
 			m.cancel(ErrClosed)
 		case opStats:

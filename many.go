@@ -18,14 +18,13 @@ type group[K comparable, I, O any] struct {
 	ws    []waiter[K, I, O]
 	outs  []O
 	errs  []error
-	c     chan int  // word(i): a loop's word on part i, in its err or dropped
 	count countdown // of the inputs not yet answered
 	parts []part[K, I, O]
-	lost  bool // a shard may yet send a word on c that no one waits for: never pooled
+	lost  bool // a shard may yet send a word on a part's c that no one waits for: never pooled
 }
 
 // part is a group's inputs in one shard, which that shard's loop admits,
-// holds room for and drops; it writes err and dropped before its word.
+// holds room for and drops; it writes err and dropped before its word on c.
 // It has no methods: its loop-owned fields are written on that shard's loop.
 type part[K comparable, I, O any] struct {
 	s               *shard[K, I, O]
@@ -36,6 +35,8 @@ type part[K comparable, I, O any] struct {
 	err             error
 	dropped         int
 	gone            bool // caller-owned: not admitted, and answered already
+
+	c chan struct{} // the loop's word on each message for the part; cap 1, kept when the group is pooled
 }
 
 // doInputs is Ferry.DoMany.
@@ -46,7 +47,7 @@ func doInputs[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in
 	if ctx.Err() != nil {
 		return nil, ctxErr(ctx)
 	}
-	g := f.pools.getGroup(len(ins), len(f.shards))
+	g := f.pools.getGroup(len(ins))
 	var total int64 // of all the parts: it may pass MaxInt64 though each part's does not
 	var at time.Duration
 	if f.stamp {
@@ -111,7 +112,14 @@ func (g *group[K, I, O]) join(w *waiter[K, I, O], s *shard[K, I, O]) {
 		i++
 	}
 	if i == len(g.parts) {
-		g.parts = append(g.parts, part[K, I, O]{s: s})
+		var c chan struct{}
+		if i < cap(g.parts) {
+			c = g.parts[:i+1][i].c // a pooled part's, empty
+		}
+		if c == nil {
+			c = make(chan struct{}, 1)
+		}
+		g.parts = append(g.parts, part[K, I, O]{s: s, c: c})
 	}
 	p := &g.parts[i]
 	w.part = int32(i)
@@ -162,28 +170,25 @@ func (g *group[K, I, O]) admit(f *Ferry[K, I, O], total int64) (int, error) {
 }
 
 // request sends o for part i of g to its shard's loop and waits for the loop's
-// word, as Do waits for its admission's. It returns the part's error, or
-// ErrClosed if the shard may have ended unheard.
+// word on the part's channel, as Do waits for its admission's. It returns the
+// part's error, or ErrClosed if the shard may have ended unheard.
 func (g *group[K, I, O]) request(i int, o op) error {
 	p := &g.parts[i]
-	if !p.s.send(msg[K, I, O]{op: o, w: &g.ws[0], worker: int32(i)}) {
+	if !p.s.send(msg[K, I, O]{op: o, w: &g.ws[0], part: int32(i)}) {
 		return ErrClosed
 	}
-	for {
-		n, err := await(p.s, g.c, nil)
-		if err != nil {
-			g.lost = true // the loop's last read may yet answer it
-			return ErrClosed
-		}
-		if n == word(int32(i)) {
-			return p.err
-		} // else another part's word that no one waited for
+	if _, err := await(p.s, p.c, nil); err != nil {
+		g.lost = true // the loop's last read may yet answer it
+		return ErrClosed
 	}
+	return p.err
 }
 
 // abandon drops the inputs of g that still wait, for a DoMany whose ctx
-// ended, and returns ctx's error. g goes back to the pool only if nothing can
-// answer into it any more.
+// ended, and returns ctx's error: if any input was dropped, an Errors with
+// ctx's error for each input, which also matches ErrDropped for each one
+// dropped before any call took it. g goes back to the pool only if nothing
+// can answer into it any more.
 func (g *group[K, I, O]) abandon(ctx context.Context, f *Ferry[K, I, O]) error {
 	err := ctxErr(ctx)
 	dropped := 0
@@ -195,6 +200,15 @@ func (g *group[K, I, O]) abandon(ctx context.Context, f *Ferry[K, I, O]) error {
 			return err
 		}
 		dropped += g.parts[i].dropped
+	}
+	if dropped > 0 { // each input's verdict: dropped, or taken by a call
+		errs := make(Errors, len(g.ws))
+		for i := range g.ws {
+			if errs[i] = err; g.ws[i].dropped {
+				errs[i] = fmt.Errorf("%w: %w", err, ErrDropped)
+			}
+		}
+		err = errs
 	}
 	switch left := g.count.take(); left {
 	case 0: // all answered: the last sends on fin, if it has not yet
@@ -231,7 +245,7 @@ func (g *group[K, I, O]) neverFits(lim limits, total int64) bool {
 // that never fits (see neverFits), which that shard refuses whole. It never lets
 // them in, as their keys are in other shards too.
 func (g *group[K, I, O]) merge(total int64) {
-	p := part[K, I, O]{s: g.parts[0].s, total: total}
+	p := part[K, I, O]{s: g.parts[0].s, c: g.parts[0].c, total: total}
 	for i := range g.ws {
 		w := &g.ws[i]
 		w.part = 0

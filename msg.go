@@ -15,11 +15,11 @@ type op uint8
 
 const (
 	opAdmit     op = iota // from Do or Submit: admit m.w
-	opAdmitMany           // from DoMany: admit all of part m.worker of m.w.g, or none
-	opHold                // from DoMany over several shards: hold room for part m.worker of m.w.g
+	opAdmitMany           // from DoMany: admit all of part m.part of m.w.g, or none
+	opHold                // from DoMany over several shards: hold room for part m.part of m.w.g
 	opUnhold              // from DoMany over several shards: let go of the room held
-	opDrop                // from Do or a Submit whose ctx ended: drop m.w if it still waits
-	opDropMany            // from DoMany whose ctx ended: drop what still waits of part m.worker of m.w.g
+	opDrop                // from a Do whose ctx ended: drop m.w if it still waits
+	opDropMany            // from DoMany whose ctx ended: drop what still waits of part m.part of m.w.g
 	opStart               // from a direct call: it runs, and close cancels it with m.cancel
 	opRelease             // from a worker or a direct call: m.key's call is over
 	opIdle                // from worker m.worker: it has answered its batch (done and OnBatch returned); it is free
@@ -40,7 +40,8 @@ const byCaller = -1
 // methods: its sender writes it and the loop reads it.
 type msg[K comparable, I, O any] struct {
 	op     op
-	worker int32            // opRelease, opIdle: the worker, or byCaller; a DoMany's: its part; opPanicked, opReported: a flag
+	worker int32            // opRelease, opIdle: the worker, or byCaller; opPanicked, opReported: a flag
+	part   int32            // opAdmitMany, opHold, opUnhold, opDropMany: the part of m.w.g
 	key    K                // opRelease
 	w      *waiter[K, I, O] // for opRelease byCaller, set if an opReported with it is to come
 	stats  chan Stats
@@ -59,11 +60,10 @@ type result[O any] struct {
 
 // Internal answers to a waiter, never returned by Do.
 var (
-	errClaimed   = errors.New("ferry: key claimed for a direct call") // the caller makes the call itself
-	errDropped   = errors.New("ferry: input dropped")                 // to opDrop: it was waiting, and is gone
-	errKept      = errors.New("ferry: input not waiting")             // to opDrop: it was not waiting
-	errAdmitted  = errors.New("ferry: input admitted")                // to a Submit: it waits
-	errWithdrawn = errors.New("ferry: input withdrawn")               // to a Submit whose drop came first
+	errClaimed  = errors.New("ferry: key claimed for a direct call") // the caller makes the call itself
+	errDropped  = errors.New("ferry: input dropped")                 // to opDrop: it was waiting, and is gone
+	errKept     = errors.New("ferry: input not waiting")             // to opDrop: it was not waiting
+	errAdmitted = errors.New("ferry: input admitted")                // to a Submit: it waits
 )
 
 // errCancelled is await's word for a wait whose cancel came before the reply,
@@ -80,11 +80,6 @@ type job[K comparable, I, O any] struct {
 	batch []*waiter[K, I, O]
 	ctx   context.Context
 }
-
-// word is a loop's word on part i of a group, on its channel: the part's
-// own, so that a word that no one waited for, from a shard that ended, is
-// told from the next.
-func word(i int32) int { return -1 - int(i) }
 
 // countdown is a latch: the count of a DoMany's inputs not yet answered, in
 // a channel of one (left), and fin, sent once by whoever answers the last.

@@ -12,7 +12,6 @@ import (
 // with plain slices and linear scans, to check state against. Entries are ints.
 type model struct {
 	lim          limits
-	t0           time.Time
 	lanes        []*mlane // in creation order
 	ready        []string // keys, first come first served
 	queued       int
@@ -30,7 +29,7 @@ type model struct {
 
 type mitem struct {
 	entry, rank, arrival int
-	at                   time.Time
+	at                   time.Duration
 	weight               int64
 }
 
@@ -39,7 +38,7 @@ type mlane struct {
 	items    []mitem // ascending rank, ties in arrival order
 	busy     bool
 	waiting  bool
-	due      time.Time
+	due      time.Duration
 	waitedAt int
 }
 
@@ -101,20 +100,20 @@ func (m *model) full(l *mlane) bool {
 
 // deadline is the oldest input's time plus the delay, saturated at the
 // latest time the core can name: MaxInt64 ns after its origin.
-func (m *model) deadline(l *mlane) time.Time {
+func (m *model) deadline(l *mlane) time.Duration {
 	oldest := l.items[0].at
 	for _, it := range l.items {
 		if it.arrival < m.flushed {
-			return time.Time{} // due since a flush: before any now
+			return math.MinInt64 // due since a flush: before any now
 		}
-		if it.at.Before(oldest) {
+		if it.at < oldest {
 			oldest = it.at
 		}
 	}
-	if d, last := oldest.Add(m.lim.delay), m.t0.Add(math.MaxInt64); d.Before(last) {
-		return d
+	if bigSum(int64(oldest), int64(m.lim.delay)).Cmp(big.NewInt(math.MaxInt64)) < 0 {
+		return oldest + m.lim.delay
 	}
-	return m.t0.Add(math.MaxInt64)
+	return math.MaxInt64
 }
 
 func (m *model) isReady(l *mlane) bool { return slices.Contains(m.ready, l.key) }
@@ -126,8 +125,8 @@ func (m *model) toReady(l *mlane) {
 
 // place: a lane's place in the ready line is when it became ready, so the
 // lanes due by now go first.
-func (m *model) place(l *mlane, now time.Time) {
-	if m.lim.delay == 0 || m.shuttingDown || m.full(l) || !m.deadline(l).After(now) {
+func (m *model) place(l *mlane, now time.Duration) {
+	if m.lim.delay == 0 || m.shuttingDown || m.full(l) || m.deadline(l) <= now {
 		m.promote(now)
 		m.toReady(l)
 		return
@@ -140,7 +139,7 @@ func (m *model) wait(l *mlane) {
 	m.wseq++
 }
 
-func (m *model) admit(key string, weight, rank int64, at, now time.Time, e int) outcome {
+func (m *model) admit(key string, weight, rank int64, at, now time.Duration, e int) outcome {
 	if m.closed || m.shuttingDown {
 		return refused
 	}
@@ -156,7 +155,7 @@ func (m *model) admit(key string, weight, rank int64, at, now time.Time, e int) 
 }
 
 // join is admit without a claim.
-func (m *model) join(key string, weight, rank int64, at, now time.Time, e int) outcome {
+func (m *model) join(key string, weight, rank int64, at, now time.Duration, e int) outcome {
 	if m.closed || m.shuttingDown {
 		return refused
 	}
@@ -172,12 +171,12 @@ func (m *model) join(key string, weight, rank int64, at, now time.Time, e int) o
 
 // many admits all of ins or none: refused, rejectedHeavy if one input or
 // their exact sum is heavier than the room, rejectedFull if they do not fit.
-func (m *model) many(ins []mitem, keys []string, now time.Time) outcome {
+func (m *model) many(ins []mitem, keys []string, now time.Duration) outcome {
 	return m.room(ins, keys, now, false)
 }
 
 // hold is many that keeps the room for ins instead of entering them.
-func (m *model) hold(ins []mitem, keys []string, now time.Time) outcome {
+func (m *model) hold(ins []mitem, keys []string, now time.Duration) outcome {
 	return m.room(ins, keys, now, true)
 }
 
@@ -189,7 +188,7 @@ func (m *model) unhold(ins []mitem) {
 	}
 }
 
-func (m *model) room(ins []mitem, keys []string, now time.Time, hold bool) outcome {
+func (m *model) room(ins []mitem, keys []string, now time.Duration, hold bool) outcome {
 	ws := make([]int64, len(ins))
 	for i, it := range ins {
 		ws[i] = it.weight
@@ -213,7 +212,7 @@ func (m *model) room(ins []mitem, keys []string, now time.Time, hold bool) outco
 	return admitted
 }
 
-func (m *model) enter(key string, weight, rank int64, at, now time.Time, e int) {
+func (m *model) enter(key string, weight, rank int64, at, now time.Duration, e int) {
 	l := m.lane(key)
 	it := mitem{entry: e, rank: int(rank), arrival: m.aseq, at: at, weight: weight}
 	m.aseq++
@@ -242,12 +241,12 @@ func (m *model) enter(key string, weight, rank int64, at, now time.Time, e int) 
 	}
 }
 
-func (m *model) promote(now time.Time) {
+func (m *model) promote(now time.Duration) {
 	for {
 		var first *mlane
 		for _, l := range m.lanes {
-			if l.waiting && !l.due.After(now) &&
-				(first == nil || l.due.Before(first.due) || l.due.Equal(first.due) && l.waitedAt < first.waitedAt) {
+			if l.waiting && l.due <= now &&
+				(first == nil || l.due < first.due || l.due == first.due && l.waitedAt < first.waitedAt) {
 				first = l
 			}
 		}
@@ -258,7 +257,7 @@ func (m *model) promote(now time.Time) {
 	}
 }
 
-func (m *model) take(now time.Time) (string, []int, bool) {
+func (m *model) take(now time.Duration) (string, []int, bool) {
 	m.promote(now)
 	if len(m.ready) == 0 {
 		return "", nil, false
@@ -278,7 +277,7 @@ func (m *model) take(now time.Time) (string, []int, bool) {
 	return l.key, batch, true
 }
 
-func (m *model) release(key string, now time.Time) {
+func (m *model) release(key string, now time.Duration) {
 	l := m.lane(key)
 	if l == nil || !l.busy {
 		panic(fmt.Sprintf("model: release of %q, not busy", key))
@@ -293,7 +292,7 @@ func (m *model) release(key string, now time.Time) {
 	m.place(l, now)
 }
 
-func (m *model) drop(key string, e int, now time.Time) bool {
+func (m *model) drop(key string, e int, now time.Duration) bool {
 	l := m.lane(key)
 	if l == nil {
 		return false
@@ -310,11 +309,30 @@ func (m *model) drop(key string, e int, now time.Time) bool {
 		m.remove(l)
 	case l.waiting:
 		l.due = m.deadline(l)
-	case m.isReady(l) && m.lim.delay > 0 && !m.shuttingDown && !m.full(l) && m.deadline(l).After(now):
+	case m.isReady(l) && m.lim.delay > 0 && !m.shuttingDown && !m.full(l) && m.deadline(l) > now:
 		m.ready = slices.DeleteFunc(m.ready, func(k string) bool { return k == l.key })
 		m.wait(l) // ready only because it was full: back to waiting
 	}
 	return true
+}
+
+// clearLane: every input of key's lane, in lane order, gone at once.
+func (m *model) clearLane(key string) []int {
+	l := m.lane(key)
+	if l == nil {
+		return nil
+	}
+	var out []int
+	for _, it := range l.items {
+		out = append(out, it.entry)
+		m.queued--
+		m.weight -= it.weight
+	}
+	l.items = nil
+	if !l.busy {
+		m.remove(l)
+	}
+	return out
 }
 
 func (m *model) drain() []int {
@@ -337,25 +355,25 @@ func (m *model) drain() []int {
 
 func (m *model) shutdown() {
 	m.shuttingDown = true
-	m.promote(time.Unix(1<<40, 0)) // every waiting lane, in deadline order
+	m.promote(math.MaxInt64) // every waiting lane, in deadline order
 }
 
 // flush: every input waiting now is due now, and stays due when its lane
 // is placed again.
 func (m *model) flush() {
 	m.flushed = m.aseq
-	m.promote(time.Unix(1<<40, 0))
+	m.promote(math.MaxInt64)
 }
 
-func (m *model) earliest() (time.Time, bool) {
+func (m *model) earliest() (time.Duration, bool) {
 	var first *mlane
 	for _, l := range m.lanes {
-		if l.waiting && (first == nil || l.due.Before(first.due) || l.due.Equal(first.due) && l.waitedAt < first.waitedAt) {
+		if l.waiting && (first == nil || l.due < first.due || l.due == first.due && l.waitedAt < first.waitedAt) {
 			first = l
 		}
 	}
 	if first == nil {
-		return time.Time{}, false
+		return 0, false
 	}
 	return first.due, true
 }

@@ -9,7 +9,7 @@ import "context"
 // context of its batched calls. Keys go to shards by a hash (see
 // Ferry.shardOf), so every guarantee per key holds as with one loop. callers:
 // its methods run on the goroutines that talk to the loop (callers, workers,
-// direct calls, watchers), never on the loop.
+// direct calls), never on the loop.
 type shard[K comparable, I, O any] struct {
 	f      *Ferry[K, I, O]
 	inc    chan msg[K, I, O] // from callers, workers and direct calls -> loop

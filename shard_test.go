@@ -298,7 +298,7 @@ func TestDropIsToldOnceItsRoomIsLent(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		a := h.do(ctx, in{Key: "a", ID: 1})
 		synctest.Wait() // a waits, and its shard holds the whole room
-		assert.Equal(t, budget{}, spareOf(h))
+		assert.Equal(t, budget{0, math.MaxInt64}, spareOf(h))
 
 		first, second := make(chan Stats), make(chan Stats)
 		s.inc <- msg[string, in, int]{op: opStats, stats: first}
@@ -309,11 +309,11 @@ func TestDropIsToldOnceItsRoomIsLent(t *testing.T) {
 		<-first // the next wake-up reads the drop and the second opStats together
 		synctest.Wait()
 		assert.Empty(t, a, "told of its drop before the wake-up has lent its room")
-		assert.Equal(t, budget{}, spareOf(h))
+		assert.Equal(t, budget{0, math.MaxInt64}, spareOf(h))
 		<-second
 		synctest.Wait()
 		assert.ErrorIs(t, got(t, a).err, context.Canceled)
-		assert.Equal(t, budget{n: 1}, spareOf(h), "the room a left is back for every shard")
+		assert.Equal(t, budget{1, math.MaxInt64}, spareOf(h), "the room a left is back for every shard")
 		b := h.do(context.Background(), in{Key: keysIn(h, 1-shardIndex(h, s), 1)[0], ID: 2})
 		synctest.Wait()
 		assert.Equal(t, 1, h.f.Stats().Queued, "the other shard admits b")
@@ -365,7 +365,7 @@ func TestDoManyOverShardsTakesItsRoomInOneStep(t *testing.T) {
 			x <- err
 		}()
 		synctest.Wait()
-		assert.Equal(t, budget{n: 2}, spareOf(h), "x took the room of its six inputs before either shard let them in")
+		assert.Equal(t, budget{2, math.MaxInt64}, spareOf(h), "x took the room of its six inputs before either shard let them in")
 		go func() {
 			_, err := h.f.DoMany(ctx, []in{{Key: b[0]}, {Key: b[1]}, {Key: b[2]}, {Key: a[0]}, {Key: a[1]}, {Key: a[2]}})
 			y <- err
@@ -379,10 +379,10 @@ func TestDoManyOverShardsTakesItsRoomInOneStep(t *testing.T) {
 		s := h.f.Stats()
 		assert.Equal(t, 6, s.Queued, "x waits for its deadline")
 		assert.Equal(t, uint64(6), s.RejectedFull)
-		assert.Equal(t, budget{n: 2}, spareOf(h), "y holds nothing")
+		assert.Equal(t, budget{2, math.MaxInt64}, spareOf(h), "y holds nothing")
 		require.NoError(t, h.f.Flush(ctx))
 		assert.NoError(t, <-x)
-		assert.Equal(t, budget{n: 8}, spareOf(h))
+		assert.Equal(t, budget{8, math.MaxInt64}, spareOf(h))
 	})
 }
 
@@ -421,11 +421,11 @@ func TestDoManyThatNeverFitsHoldsNothing(t *testing.T) {
 	})
 }
 
-// With no MaxQueuedWeight each shard keeps its own waiting weight within
-// MaxInt64, so a DoMany with a Weight func cannot take its room in one step:
-// a part could be refused for its weight after the others entered. It holds
-// room shard by shard and is refused whole (found in review).
-func TestDoManyOverShardsWithUnsharedWeight(t *testing.T) {
+// With no MaxQueuedWeight the shards share a weight of MaxInt64, the whole
+// weight of one loop's room: an input that would pass it in all is refused
+// as one loop refuses it, whichever shard it goes to, and a DoMany whose
+// weights would pass it is refused whole, each input counted once.
+func TestDoManyOverShardsWithNoMaxQueuedWeight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxBatchDelay: time.Hour}, false)
 		defer h.f.Close()
@@ -434,16 +434,19 @@ func TestDoManyOverShardsWithUnsharedWeight(t *testing.T) {
 		h.do(ctx, in{Key: a[0], ID: 1, W: math.MaxInt64 - 5})
 		synctest.Wait()
 		_, err := h.f.DoMany(ctx, []in{{Key: b[1], ID: 2, W: 1}, {Key: a[1], ID: 3, W: 10}})
-		assert.ErrorIs(t, err, ErrRejected, "a's shard would pass MaxInt64")
+		assert.ErrorIs(t, err, ErrRejected, "the room's weight would pass MaxInt64")
 		s := h.f.Stats()
 		assert.Equal(t, 1, s.Queued, "b1 was not let in")
 		assert.Equal(t, uint64(2), s.Rejected, "each input counted once")
 
-		h.do(ctx, in{Key: b[0], ID: 4, W: math.MaxInt64 - 5})
-		synctest.Wait()
-		_, err = h.f.DoMany(ctx, []in{{Key: a[1], ID: 5, W: 10}, {Key: b[1], ID: 6, W: 10}})
+		_, err = h.f.Do(ctx, in{Key: b[0], ID: 4, W: 6})
+		assert.ErrorContains(t, err, "the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", "in the other shard too")
+		_, err = h.f.DoMany(ctx, []in{{Key: a[1], ID: 5, W: 3}, {Key: b[1], ID: 6, W: 3}})
 		assert.ErrorIs(t, err, ErrRejected, "not ErrClosed: no shard is closing")
-		assert.Equal(t, uint64(4), h.f.Stats().Rejected)
+		s = h.f.Stats()
+		assert.Equal(t, uint64(5), s.Rejected)
+		assert.Equal(t, uint64(5), s.RejectedWeight)
+		require.NoError(t, h.f.Submit(ctx, in{Key: b[0], ID: 7, W: 5}, nil), "what is left of MaxInt64, in either shard")
 	})
 }
 

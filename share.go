@@ -1,6 +1,9 @@
 package ferry
 
-import "math"
+import (
+	"cmp"
+	"math"
+)
 
 // This file is what the shards of a ferry share. A shard is one loop with its
 // own core state, workers, timer and inbound channel; a key always goes to the
@@ -88,13 +91,14 @@ func (t tokens) put(wk any) { t.free <- wk }
 // it gives back all it holds spare (giveBackRoom). So the shards never hold
 // more than the configured room between them, and a shard rejects only when
 // the room is full: but for room another shard holds within a wake-up in
-// progress (borrowed for an admission it then claimed for a direct call or
-// refused, or freed by a batch it took or a drop), as one loop would have
+// progress (borrowed for an admission it then refused for another reason,
+// or for one need guessed would join a lane and that claimed it, or freed by
+// a batch it took or a drop), as one loop would have
 // ordered the two; the callers of those batches and drops hear of them only
 // after the lend (see replyAfterLend). Borrowing ahead would save channel
 // operations and break that: a room sized for exactly its callers would
-// reject some. A weight with no limit (MaxQueuedWeight 0) is not shared:
-// every shard's core has MaxInt64 of it.
+// reject some. With no MaxQueuedWeight the weight shared is MaxInt64, the
+// whole weight of one loop's room (see sharedWeight).
 type share[K comparable, I, O any] struct {
 	st  *state[K, *waiter[K, I, O]] // the loop's core, whose room grows and shrinks
 	lim limits                      // the shard's
@@ -111,38 +115,26 @@ type share[K comparable, I, O any] struct {
 	free    []int              // the ids free
 
 	replies []later[K, I, O] // words on room freed, with several shards: see replyAfterLend
+	lanes   map[K]laneGuess  // need's guesses within one wake-up, with direct calls: see claims
 }
 
 // borrowRoom borrows from spare what this shard lacks of room for the
 // admissions among ms, one wake-up's messages, or as much as spare has, so
-// that the core refuses one only if the shared room cannot hold it. What is
-// borrowed and not used (a rejection for another reason, a direct call) goes
-// back with giveBackRoom at the end of the wake-up.
+// that the core refuses one only if the shared room cannot hold it. It
+// borrows nothing for what takes no room in one loop (see need), and nothing
+// while the core refuses every admission. What is borrowed and not used (a
+// rejection for another reason) goes back with giveBackRoom at the end of
+// the wake-up.
 func (sh *share[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
-	var need budget
-	for _, m := range ms {
-		switch m.op {
-		case opAdmit:
-			need.n++
-			need.w = addWeight(need.w, m.w.weight)
-		case opAdmitMany, opHold:
-			switch p := &m.w.g.parts[m.worker]; {
-			case p.held, p.granted: // its room is held already, or comes with it
-			case p.total < 0:
-				need.n, need.w = need.n+p.n, -1
-			default:
-				need.n, need.w = need.n+p.n, addWeight(need.w, p.total)
-			}
-		}
+	if sh.st.closed || sh.st.shuttingDown {
+		return
+	}
+	need, whole := sh.need(ms), sharedWeight(sh.lim)
+	if need.w < 0 { // past MaxInt64: more than the room
+		need.w = whole
 	}
 	fn, fw := sh.st.spare()
-	short := budget{n: max(0, min(need.n, sh.lim.queued)-fn)}
-	if sh.lim.queuedWeight > 0 { // need.w < 0: past MaxInt64, more than the room
-		if need.w < 0 {
-			need.w = sh.lim.queuedWeight
-		}
-		short.w = max(0, min(need.w, sh.lim.queuedWeight)-fw)
-	}
+	short := budget{max(0, min(need.n, sh.lim.queued)-fn), max(0, min(need.w, whole)-fw)}
 	if short == (budget{}) {
 		return
 	}
@@ -152,6 +144,106 @@ func (sh *share[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
 	sh.st.grow(got.n, got.w)
 }
 
+// need is the room that the admissions among ms take if the core lets them
+// all in, in their order: a Do's or a Submit's input, a DoMany's part. Some
+// take none in one loop, and need counts none for them: an input heavier
+// than the whole room, a part that no room could hold (more inputs than
+// MaxQueued, or heavier than the room), a part whose room is held already or
+// came with it (granted), and a Do that claims its key for a direct call.
+// A total past MaxInt64 is -1.
+func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
+	whole := sharedWeight(sh.lim)
+	direct := sh.lim.direct && sh.lim.delay == 0
+	var need budget
+	for _, m := range ms {
+		switch m.op {
+		case opAdmit:
+			switch w := m.w; {
+			case w.weight > whole: // rejectedHeavy
+			case direct && w.done == nil && sh.claims(w.key):
+			default:
+				need.n++
+				need.w = addWeight(need.w, w.weight)
+				if direct {
+					sh.joins(w.key) // a Submit's input makes a lane too
+				}
+			}
+		case opAdmitMany, opHold:
+			p := &m.w.g.parts[m.part]
+			switch {
+			case p.held, p.granted:
+			case p.n > sh.lim.queued || p.total < 0 || p.total > whole: // never fits: heaviest <= total
+			default:
+				need.n += p.n
+				need.w = addWeight(need.w, p.total)
+			}
+			if direct && m.op == opAdmitMany {
+				for i := range m.w.g.ws {
+					if w := &m.w.g.ws[i]; w.part == m.part {
+						sh.joins(w.key)
+					}
+				}
+			}
+		case opRelease:
+			if direct {
+				sh.released(m.key)
+			}
+		}
+	}
+	clear(sh.lanes)
+	return need
+}
+
+// laneGuess is what need expects of a key's lane at a point in a wake-up:
+// whether it exists, and whether it may hold inputs.
+type laneGuess struct{ exists, items bool }
+
+// guess is need's view of key's lane after the messages it has read: the
+// core's lane as the wake-up started, changed by what need read since.
+func (sh *share[K, I, O]) guess(key K) laneGuess {
+	if g, ok := sh.lanes[key]; ok {
+		return g
+	}
+	l := sh.st.lanes[key]
+	return laneGuess{exists: l != nil, items: l != nil && l.items.len() > 0}
+}
+
+// claims reports whether a Do for key will claim it, with direct calls on:
+// the core claims a key that has no lane, and a Do that does not claims it
+// joins the lane. Either way the key has a lane after.
+func (sh *share[K, I, O]) claims(key K) bool {
+	if sh.lanes == nil {
+		sh.lanes = make(map[K]laneGuess)
+	}
+	g := sh.guess(key)
+	sh.lanes[key] = laneGuess{exists: true, items: g.exists}
+	return !g.exists
+}
+
+// joins records that inputs may join key's lane.
+func (sh *share[K, I, O]) joins(key K) {
+	if sh.lanes == nil {
+		sh.lanes = make(map[K]laneGuess)
+	}
+	sh.lanes[key] = laneGuess{exists: true, items: true}
+}
+
+// released records a release of key's call: the core removes a lane left
+// with nothing waiting, so the next Do for the key claims it. A lane that
+// may hold inputs is kept, which can only make need count more, not less.
+func (sh *share[K, I, O]) released(key K) {
+	if g := sh.guess(key); g.exists && !g.items {
+		if sh.lanes == nil {
+			sh.lanes = make(map[K]laneGuess)
+		}
+		sh.lanes[key] = laneGuess{}
+	}
+}
+
+// sharedWeight is the weight of the whole room that the shards share:
+// MaxQueuedWeight, or MaxInt64 without one, as one loop's room has.
+func sharedWeight(lim limits) int64 { return cmp.Or(lim.queuedWeight, math.MaxInt64) }
+
 // giveBackRoom gives back to spare all the room this shard holds spare, for
 // the other shards.
 func (sh *share[K, I, O]) giveBackRoom() {
@@ -160,9 +252,6 @@ func (sh *share[K, I, O]) giveBackRoom() {
 	}
 	back := budget{}
 	back.n, back.w = sh.st.spare()
-	if sh.lim.queuedWeight == 0 {
-		back.w = 0 // not shared
-	}
 	if back == (budget{}) {
 		return
 	}
@@ -172,14 +261,8 @@ func (sh *share[K, I, O]) giveBackRoom() {
 }
 
 // addGranted adds n inputs weighing w to the shard's room: room a DoMany's
-// caller took from spare for its part here (see borrow). A weight with no
-// limit is not shared.
-func (sh *share[K, I, O]) addGranted(n int, w int64) {
-	if sh.lim.queuedWeight == 0 {
-		w = 0
-	}
-	sh.st.grow(n, w)
-}
+// caller took from spare for its part here (see borrow).
+func (sh *share[K, I, O]) addGranted(n int, w int64) { sh.st.grow(n, w) }
 
 // replyAfterLend sends x, a word on room that may have been freed, at once
 // with one shard; with several, once the wake-up has handled its messages
@@ -342,19 +425,18 @@ func (sh *share[K, I, O]) stopWorkers(s *shard[K, I, O]) int {
 }
 
 // later is the loop's word on a drop, or on a DoMany's part (which may let
-// go of room held or granted): a result on c, or else word(i) on g.c.
+// go of room held or granted): a result on c, or else a word on p.c.
 // loop: its one method runs on the loop goroutine.
 type later[K comparable, I, O any] struct {
 	c chan result[O]
 	r result[O]
-	g *group[K, I, O]
-	i int32
+	p *part[K, I, O]
 }
 
 // send sends the word, on the loop goroutine.
 func (x later[K, I, O]) send() {
-	if x.g != nil {
-		x.g.c <- word(x.i)
+	if x.p != nil {
+		x.p.c <- struct{}{}
 	} else {
 		x.c <- x.r
 	}
@@ -364,20 +446,11 @@ func (x later[K, I, O]) send() {
 // DoMany over several shards, and marks each part granted: its shard adds
 // the part's room to its own as it lets the part in, and refuses it only if
 // it is closing. It reports false, and takes nothing, if spare lacks that
-// room (the room is full but for room that a shard holds within a wake-up),
-// or if a shard might refuse a part for its weight: with no MaxQueuedWeight,
-// weight is not shared and each shard keeps its own waiting weight within
-// MaxInt64, which only inputs of weight 1 (no Weight func) cannot pass, as
-// their weight is at most their count. The parts then hold room shard by
-// shard (see group.admit). So two DoManys over the same shards that borrow
-// never each hold room the other needs, as they can holding it shard by shard.
+// room: the room is full but for room that a shard holds within a wake-up.
+// The parts then hold room shard by shard (see group.admit). So two DoManys
+// over the same shards never each hold room the other needs, as they can
+// holding it shard by shard: one of them borrows, whatever the weights.
 func borrow[K comparable, I, O any](f *Ferry[K, I, O], g *group[K, I, O], total int64) bool {
-	if f.lim.queuedWeight == 0 {
-		if f.weight != nil && total > 0 {
-			return false
-		}
-		total = 0 // not shared
-	}
 	b := f.spare.take()
 	if b.n < len(g.ws) || b.w < total {
 		f.spare.put(b)

@@ -24,6 +24,11 @@ import (
 // O(N log N) over all N waiting inputs. Nothing is linear in a lane's length:
 // the deadline scan covers a partial lane only, which holds fewer than b inputs.
 //
+// Time is a Duration since the ferry's origin (its clock), for submission
+// times and now alike. With zero delay time never matters: the core keeps no
+// submission time, nothing waits for a deadline, and the shell does not read
+// the clock (it passes 0).
+//
 // No sum wraps. Weights are refused rather than saturated: the room admits an
 // input only if the waiting total stays within MaxQueuedWeight, or MaxInt64
 // when that is 0, so every lane's total and every batch's fits an int64.
@@ -61,7 +66,7 @@ type ticket struct {
 type item[E any] struct {
 	rank   int64
 	seq    uint64
-	at     int64 // submission time, ns since origin
+	at     time.Duration // submission time, since the origin; 0 with zero delay
 	weight int64
 	entry  E
 }
@@ -81,8 +86,8 @@ type lane[K comparable, E any] struct {
 	items  queue[E] // by (rank, seq)
 	weight int64    // total weight of items
 	phase  phase
-	ref    uint64 // while ready: the sequence of its ready ref; while waiting: of its waiting ref
-	due    int64  // while waiting: its deadline, ns since origin
+	ref    uint64        // while ready: the sequence of its ready ref; while waiting: of its waiting ref
+	due    time.Duration // while waiting: its deadline, since the origin
 }
 
 // readyRef is a lane's place in the ready line. A ref whose seq no longer
@@ -94,7 +99,7 @@ type readyRef[K comparable, E any] struct {
 
 // waitRef is a lane's place in the waiting tree, by (due, seq).
 type waitRef[K comparable, E any] struct {
-	due int64
+	due time.Duration
 	seq uint64
 	l   *lane[K, E]
 }
@@ -121,8 +126,7 @@ const baseCap = 128
 // state is the waiting room. Its zero value is not usable: use newState.
 // loop: its methods run on the shard's loop goroutine, its only owner.
 type state[K comparable, E any] struct {
-	lim    limits
-	origin time.Time // times are kept as ns since origin
+	lim limits
 
 	lanes   map[K]*lane[K, E]
 	ready   deque.Deque[readyRef[K, E]] // first come, first served; may hold stale refs
@@ -150,13 +154,12 @@ type state[K comparable, E any] struct {
 // btree degree for lanes and the waiting tree.
 const degree = 16
 
-func newState[K comparable, E any](lim limits, origin time.Time) *state[K, E] {
+func newState[K comparable, E any](lim limits) *state[K, E] {
 	lim.batchWeight = cmp.Or(lim.batchWeight, math.MaxInt64)
 	lim.queuedWeight = cmp.Or(lim.queuedWeight, math.MaxInt64)
 	return &state[K, E]{
 		lim:       lim,
 		heavy:     lim.queuedWeight,
-		origin:    origin,
 		lanes:     make(map[K]*lane[K, E]),
 		waiting:   btree.NewG(degree, waitLess[K, E]),
 		itemsFree: btree.NewFreeListG[item[E]](btree.DefaultFreeListSize),
@@ -171,33 +174,21 @@ func waitLess[K comparable, E any](a, b waitRef[K, E]) bool {
 	return a.due < b.due || a.due == b.due && a.seq < b.seq
 }
 
-func (s *state[K, E]) ns(t time.Time) int64 { return int64(t.Sub(s.origin)) }
-
-// nsIf is ns(t) where deadlines exist; with zero delay time never matters,
-// and the shell does not even read the clock.
-func (s *state[K, E]) nsIf(t time.Time) int64 {
-	if s.lim.delay == 0 {
-		return 0
-	}
-	return s.ns(t)
-}
-
 func (s *state[K, E]) next() uint64 { s.seq++; return s.seq }
 
-// dueAt is the deadline of an input submitted at at (ns), saturated.
-func (s *state[K, E]) dueAt(at int64) int64 {
-	if at > math.MaxInt64-int64(s.lim.delay) {
+// dueAt is the deadline of an input submitted at at, saturated.
+func (s *state[K, E]) dueAt(at time.Duration) time.Duration {
+	if at > math.MaxInt64-s.lim.delay {
 		return math.MaxInt64
 	}
-	return at + int64(s.lim.delay)
+	return at + s.lim.delay
 }
 
-// admit takes one input, submitted at at (since the origin, as the shell's
-// clock stamps it), into the room at now, as one step:
+// admit takes one input, submitted at at, into the room at now, as one step:
 // with direct calls on, zero delay and no lane for the key, the key is claimed
 // (busy, no items) and the caller makes the call, unless the room is closed or
 // the input heavier than the room; else it is join. weight must not be negative.
-func (s *state[K, E]) admit(key K, weight, rank int64, at time.Duration, now time.Time, e E) (outcome, ticket) {
+func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Duration, e E) (outcome, ticket) {
 	if s.lim.direct && s.lim.delay == 0 && s.lanes[key] == nil {
 		if o := s.room(0, 0, weight); o != admitted {
 			return o, ticket{}
@@ -210,7 +201,7 @@ func (s *state[K, E]) admit(key K, weight, rank int64, at time.Duration, now tim
 
 // join takes one input into its lane if the room has space for it; it never
 // claims the key.
-func (s *state[K, E]) join(key K, weight, rank int64, at time.Duration, now time.Time, e E) (outcome, ticket) {
+func (s *state[K, E]) join(key K, weight, rank int64, at, now time.Duration, e E) (outcome, ticket) {
 	if o := s.room(1, weight, weight); o != admitted {
 		return o, ticket{}
 	}
@@ -261,10 +252,10 @@ func (s *state[K, E]) unhold(n int, total int64) {
 }
 
 // enter puts an input that room let in into its lane, and returns its ticket.
-func (s *state[K, E]) enter(key K, weight, rank int64, at time.Duration, now time.Time, e E) ticket {
+func (s *state[K, E]) enter(key K, weight, rank int64, at, now time.Duration, e E) ticket {
 	it := item[E]{rank: rank, seq: s.next(), weight: weight, entry: e}
 	if s.lim.delay > 0 {
-		it.at = int64(at)
+		it.at = at
 	}
 	s.queued++
 	s.weight += weight
@@ -272,7 +263,7 @@ func (s *state[K, E]) enter(key K, weight, rank int64, at time.Duration, now tim
 	if l == nil {
 		l = s.newLane(key)
 		s.insert(l, it)
-		s.place(l, s.nsIf(now))
+		s.place(l, now)
 		return ticket{rank, it.seq}
 	}
 	s.insert(l, it)
@@ -299,7 +290,7 @@ func (s *state[K, E]) claim(key K) {
 
 // take promotes the lanes due at now, then takes the first ready lane's batch,
 // appended to buf, and marks the lane busy. ok is false when no lane is ready.
-func (s *state[K, E]) take(now time.Time, buf []E) (key K, batch []E, ok bool) {
+func (s *state[K, E]) take(now time.Duration, buf []E) (key K, batch []E, ok bool) {
 	s.promote(now)
 	for s.ready.Len() > 0 {
 		r := s.ready.PopFront()
@@ -326,7 +317,7 @@ func (s *state[K, E]) take(now time.Time, buf []E) (key K, batch []E, ok bool) {
 // then a lane with inputs left goes to the back of the ready line if it is full
 // or due, else back to waiting; an empty lane is removed. Releasing a key that
 // is not busy panics.
-func (s *state[K, E]) release(key K, now time.Time) {
+func (s *state[K, E]) release(key K, now time.Duration) {
 	l := s.lanes[key]
 	if l == nil || l.phase != phaseBusy {
 		panic(fmt.Sprintf("ferry: release of a key of type %T that has no call in flight", key))
@@ -337,14 +328,14 @@ func (s *state[K, E]) release(key K, now time.Time) {
 		s.removeLane(l)
 		return
 	}
-	s.place(l, s.nsIf(now))
+	s.place(l, now)
 }
 
 // drop removes the admitted input t of key before it is taken, at now,
 // freeing its count and weight at once. ok is false if it is not waiting
 // (taken, dropped or drained). A lane left empty and idle is removed; a ready
 // lane left partial and not yet due goes back to waiting.
-func (s *state[K, E]) drop(key K, t ticket, now time.Time) (e E, ok bool) {
+func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
 	l := s.lanes[key]
 	if l == nil {
 		return e, false
@@ -363,13 +354,32 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Time) (e E, ok bool) {
 		if d := s.deadline(l); d != l.due {
 			s.rekey(l, d) // the oldest input left
 		}
-	case l.phase == phaseReady && !s.shuttingDown && !s.full(l):
-		if d := s.deadline(l); d > s.nsIf(now) {
+	case l.phase == phaseReady && s.lim.delay > 0 && !s.shuttingDown && !s.full(l):
+		if d := s.deadline(l); d > now {
 			s.unready(l)
 			s.wait(l, d) // Ready -> Waiting: it was ready only because full
 		}
 	}
 	return it.entry, true
+}
+
+// clearLane removes every input waiting in key's lane, appending their
+// entries to buf in the lane's order, and frees their count and weight at
+// once: for a key paused as its failed call is released, which the loop
+// does right after. A busy lane stays busy with no items; any other is
+// removed. O(n) in the lane's inputs, plus O(log L) for a lane not busy.
+func (s *state[K, E]) clearLane(key K, buf []E) []E {
+	l := s.lanes[key]
+	if l == nil {
+		return buf
+	}
+	l.items.each(func(it item[E]) { buf = append(buf, it.entry) })
+	s.forget(l, l.items.len(), l.weight)
+	l.items.clear()
+	if l.phase != phaseBusy {
+		s.removeLane(l)
+	}
+	return buf
 }
 
 // drain closes the room: nothing is admitted again, and every waiting input
@@ -423,16 +433,9 @@ func (s *state[K, E]) flush() {
 // promote moves every waiting lane whose deadline is at or before now to the
 // back of the ready line, in deadline order, ties in the order they started
 // waiting.
-func (s *state[K, E]) promote(now time.Time) {
-	if s.waiting.Len() > 0 {
-		s.promoteNs(s.ns(now))
-	}
-}
-
-// promoteNs is promote at t, ns since the origin.
-func (s *state[K, E]) promoteNs(t int64) {
+func (s *state[K, E]) promote(now time.Duration) {
 	for s.waiting.Len() > 0 {
-		if r, _ := s.waiting.Min(); r.due > t {
+		if r, _ := s.waiting.Min(); r.due > now {
 			return
 		}
 		r, _ := s.waiting.DeleteMin()
@@ -441,21 +444,18 @@ func (s *state[K, E]) promoteNs(t int64) {
 }
 
 // earliest is the first deadline of a waiting lane; ok is false if none waits.
-func (s *state[K, E]) earliest() (t time.Time, ok bool) {
+func (s *state[K, E]) earliest() (time.Duration, bool) {
 	r, ok := s.waiting.Min()
-	if !ok {
-		return t, false
-	}
-	return s.origin.Add(time.Duration(r.due)), true
+	return r.due, ok
 }
 
 // hasReady reports whether take at now would find a batch.
-func (s *state[K, E]) hasReady(now time.Time) bool {
+func (s *state[K, E]) hasReady(now time.Duration) bool {
 	if s.nready > 0 {
 		return true
 	}
 	r, ok := s.waiting.Min()
-	return ok && r.due <= s.ns(now)
+	return ok && r.due <= now
 }
 
 // idle reports whether nothing waits and no call is in flight.
@@ -471,7 +471,7 @@ func (s *state[K, E]) full(l *lane[K, E]) bool {
 // deadline is the oldest waiting input's submission time plus the delay, or
 // MinInt64 if flush made one of its inputs due. It scans the lane, so it is
 // called on partial lanes only: fewer than batchSize.
-func (s *state[K, E]) deadline(l *lane[K, E]) int64 {
+func (s *state[K, E]) deadline(l *lane[K, E]) time.Duration {
 	oldest, first := l.items.min().at, l.items.min().seq
 	l.items.each(func(it item[E]) { oldest, first = min(oldest, it.at), min(first, it.seq) })
 	if first <= s.flushed {
@@ -480,17 +480,17 @@ func (s *state[K, E]) deadline(l *lane[K, E]) int64 {
 	return s.dueAt(oldest)
 }
 
-// place puts an idle lane with items where it belongs at now (ns): the ready
+// place puts an idle lane with items where it belongs at now: the ready
 // line if it is full, shutting down, or due; else the waiting tree. Lanes due at
 // now go into the line before it: a lane's place is when it became ready.
-func (s *state[K, E]) place(l *lane[K, E], now int64) {
+func (s *state[K, E]) place(l *lane[K, E], now time.Duration) {
 	if s.lim.delay > 0 && !s.shuttingDown && !s.full(l) {
 		if d := s.deadline(l); d > now {
 			s.wait(l, d)
 			return
 		}
 	}
-	s.promoteNs(now)
+	s.promote(now)
 	s.pushReady(l)
 }
 
@@ -523,7 +523,7 @@ func (s *state[K, E]) tidy() {
 	}
 }
 
-func (s *state[K, E]) wait(l *lane[K, E], due int64) {
+func (s *state[K, E]) wait(l *lane[K, E], due time.Duration) {
 	l.phase = phaseWaiting
 	l.due = due
 	l.ref = s.next()
@@ -531,7 +531,7 @@ func (s *state[K, E]) wait(l *lane[K, E], due int64) {
 }
 
 // rekey moves a waiting lane to a new deadline; it keeps its place among ties.
-func (s *state[K, E]) rekey(l *lane[K, E], due int64) {
+func (s *state[K, E]) rekey(l *lane[K, E], due time.Duration) {
 	s.unwait(l)
 	l.due = due
 	s.waiting.ReplaceOrInsert(waitRef[K, E]{due, l.ref, l})

@@ -12,9 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// t0 is the origin: the core's times are Durations since it.
+const t0 time.Duration = 0
 
-func ms(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // core is a state under test with string keys and int entries.
 type core struct {
@@ -30,50 +31,50 @@ func newCore(t *testing.T, lim limits) *core {
 	if lim.queued == 0 {
 		lim.queued = 100
 	}
-	return &core{t: t, state: newState[string, int](lim, t0)}
+	return &core{t: t, state: newState[string, int](lim)}
 }
 
 // in admits the next entry (numbered from 0) and returns its number.
-func (c *core) in(key string, weight, rank int64, at time.Time) (int, outcome, ticket) {
+func (c *core) in(key string, weight, rank int64, at time.Duration) (int, outcome, ticket) {
 	e := c.next
 	c.next++
-	o, tk := c.admit(key, weight, rank, at.Sub(t0), at, e)
+	o, tk := c.admit(key, weight, rank, at, at, e)
 	require.NoError(c.t, checkState(c.state))
 	return e, o, tk
 }
 
 // add admits an input of weight 1 and rank 0 and requires that it waits.
-func (c *core) add(key string, at time.Time) int {
+func (c *core) add(key string, at time.Duration) int {
 	e, o, _ := c.in(key, 1, 0, at)
 	require.Equal(c.t, admitted, o)
 	return e
 }
 
 // takes takes a batch at now and requires it to be key's with these entries.
-func (c *core) takes(now time.Time, key string, entries ...int) {
+func (c *core) takes(now time.Duration, key string, entries ...int) {
 	c.t.Helper()
 	k, batch, ok := c.take(now, nil)
-	require.True(c.t, ok, "nothing ready at %v", now.Sub(t0))
+	require.True(c.t, ok, "nothing ready at %v", now)
 	require.Equal(c.t, key, k)
 	require.Equal(c.t, entries, batch)
 	require.NoError(c.t, checkState(c.state))
 }
 
-func (c *core) none(now time.Time) {
+func (c *core) none(now time.Duration) {
 	c.t.Helper()
 	require.False(c.t, c.hasReady(now))
 	k, batch, ok := c.take(now, nil)
-	require.False(c.t, ok, "took %s %v at %v", k, batch, now.Sub(t0))
+	require.False(c.t, ok, "took %s %v at %v", k, batch, now)
 }
 
-func (c *core) due(want time.Time) {
+func (c *core) due(want time.Duration) {
 	c.t.Helper()
 	got, ok := c.earliest()
 	require.True(c.t, ok, "no deadline")
 	require.Equal(c.t, want, got)
 }
 
-func (c *core) rel(key string, now time.Time) {
+func (c *core) rel(key string, now time.Duration) {
 	c.release(key, now)
 	require.NoError(c.t, checkState(c.state))
 }
@@ -429,6 +430,35 @@ func TestDrainWithBusyLane(t *testing.T) {
 	assert.True(t, c.idle())
 }
 
+// A key paused after its call failed: every input in its lane goes at once,
+// in lane order, and the lane, busy, is removed by its release; the other
+// lanes keep their places.
+func TestClearLane(t *testing.T) {
+	c := newCore(t, limits{batchSize: 2, delay: time.Millisecond})
+	a0 := c.add("a", t0)
+	b0 := c.add("b", t0)
+	c.takes(ms(1), "a", a0)
+	a1, a2, a3 := c.add("a", ms(1)), c.add("a", ms(1)), c.add("a", ms(1))
+	a4, _, tk := c.in("a", 5, -1, ms(1)) // ranked first
+	got := c.clearLane("a", nil)
+	require.NoError(t, checkState(c.state))
+	assert.Equal(t, []int{a4, a1, a2, a3}, got, "lane order: rank, then arrival")
+	assert.Equal(t, 1, c.queued)
+	assert.Equal(t, int64(1), c.weight)
+	_, ok := c.drop("a", tk, ms(1))
+	assert.False(t, ok, "gone")
+	c.rel("a", ms(1))
+	assert.NotContains(t, c.lanes, "a", "the busy lane, empty, is removed by its release")
+	c.takes(ms(1), "b", b0)
+	assert.Empty(t, c.clearLane("none", nil))
+	b1 := c.add("b", ms(2))
+	c.rel("b", ms(2))
+	assert.Equal(t, []int{b1}, c.clearLane("b", nil))
+	require.NoError(t, checkState(c.state))
+	assert.Empty(t, c.lanes, "a lane not busy is removed with its inputs")
+	assert.True(t, c.idle())
+}
+
 func TestShutdown(t *testing.T) {
 	c := newCore(t, limits{batchSize: 2, delay: time.Hour})
 	b0 := c.add("b", ms(2))
@@ -461,7 +491,7 @@ func TestFlush(t *testing.T) {
 	c := newCore(t, limits{batchSize: 3, delay: time.Hour})
 	b0 := c.add("b", ms(2))
 	a0 := c.add("a", ms(1))
-	c0 := c.add("c", t0.Add(-time.Hour))
+	c0 := c.add("c", -time.Hour)
 	c.takes(t0, "c", c0) // c busy before the flush: its later input waits behind it
 	c1 := c.add("c", t0)
 	c.flush()
@@ -470,14 +500,14 @@ func TestFlush(t *testing.T) {
 	d0 := c.add("d", ms(3)) // a new lane keeps its own deadline
 	at, ok := c.earliest()
 	require.True(t, ok)
-	assert.Equal(t, ms(3).Add(time.Hour), at)
+	assert.Equal(t, ms(3)+time.Hour, at)
 	c.takes(ms(3), "a", a0, a1) // in deadline order
 	c.takes(ms(3), "b", b0)
 	c.none(ms(3))
 	c.rel("c", ms(3))
 	c.takes(ms(3), "c", c1) // placed again after the flush: still due
 	c.none(ms(4))
-	c.takes(ms(3).Add(time.Hour), "d", d0)
+	c.takes(ms(3)+time.Hour, "d", d0)
 
 	// A ready lane flushed and then left partial by a drop stays ready.
 	c = newCore(t, limits{batchSize: 2, delay: time.Hour})
@@ -626,18 +656,18 @@ func TestWeightSumsNeverWrap(t *testing.T) {
 func TestDelayMaxInt64Saturates(t *testing.T) {
 	c := newCore(t, limits{batchSize: 2, delay: math.MaxInt64})
 	a0 := c.add("a", ms(5))
-	c.due(t0.Add(math.MaxInt64))
-	c.none(t0.Add(100 * 365 * 24 * time.Hour))
+	c.due(math.MaxInt64)
+	c.none(100 * 365 * 24 * time.Hour)
 	a1 := c.add("a", ms(6))
 	c.takes(ms(6), "a", a0, a1)
 	b0 := c.add("b", ms(7))
-	c.due(t0.Add(math.MaxInt64))
+	c.due(math.MaxInt64)
 	_, o, tk := c.in("b", 1, 0, ms(8))
 	require.Equal(t, admitted, o)
 	_, ok := c.drop("b", tk, ms(9))
 	require.True(t, ok)
-	c.due(t0.Add(math.MaxInt64))
-	c.takes(t0.Add(math.MaxInt64), "b", b0)
+	c.due(math.MaxInt64)
+	c.takes(math.MaxInt64, "b", b0)
 }
 
 // Issue 10, item 10: a lane's place in the ready line is the time it became
@@ -663,9 +693,9 @@ func TestReadyLaneLeftPartialWaitsAgain(t *testing.T) {
 	_, ok := c.drop("a", tk, ms(60_000))
 	require.True(t, ok)
 	require.NoError(t, checkState(c.state))
-	c.due(t0.Add(time.Hour))
-	c.none(t0.Add(time.Hour - 1))
-	c.takes(t0.Add(time.Hour), "a", a0)
+	c.due(time.Hour)
+	c.none(time.Hour - 1)
+	c.takes(time.Hour, "a", a0)
 	t.Run("due already: it keeps its place", func(t *testing.T) {
 		c := newCore(t, limits{batchSize: 2, delay: 10 * time.Millisecond})
 		c.claim("x") // busy, so a's promotion waits for a take

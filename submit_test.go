@@ -76,6 +76,10 @@ func TestSubmitRefusals(t *testing.T) {
 	})
 }
 
+// Submit keeps what it accepted: its ctx bounds the admission alone, so an
+// input whose ctx ends while it waits is still run, at its deadline, and
+// done gets its call's answer (issue 24, rule 4: it was dropped, and done got
+// ctx's error). The natural call in a handler that answers 202.
 func TestSubmitContextEndsBeforeTaken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour, MaxBatchSize: 3}, false)
@@ -86,18 +90,32 @@ func TestSubmitContextEndsBeforeTaken(t *testing.T) {
 		b, err := h.submit(context.Background(), in{Key: "a", ID: 2})
 		require.NoError(t, err)
 		advance(time.Minute)
-		start := time.Now()
-		cause := errors.New("client went away")
-		cancel(cause)
+		cancel(errors.New("the request was answered"))
 		synctest.Wait()
-		s := once(t, a)
-		assert.ErrorIs(t, s.err, context.Canceled)
-		assert.ErrorIs(t, s.err, cause)
-		assert.Equal(t, start, time.Now(), "at once, not at the deadline")
-		assert.Equal(t, Stats{Queued: 1, Weight: 0, Lanes: 1, Admitted: 2, Dropped: 1}, h.f.Stats())
-		advance(time.Hour)
+		assert.Empty(t, a, "kept: no answer before its call")
+		assert.Equal(t, Stats{Queued: 2, Lanes: 1, Admitted: 2}, h.f.Stats())
+		advance(time.Hour - time.Minute)
+		assert.Equal(t, submitted{out: 10}, once(t, a))
 		assert.Equal(t, submitted{out: 20}, once(t, b))
-		assert.Equal(t, [][]int{{2}}, ids(h.seen()), "the dropped input never reached a call")
+		assert.Equal(t, [][]int{{1, 2}}, ids(h.seen()), "one call, at the deadline")
+		_, err = h.submit(ctx, in{Key: "a", ID: 3})
+		assert.ErrorIs(t, err, context.Canceled, "a ctx that has ended refuses the admission")
+	})
+}
+
+// done may call Submit: a done that submits again for its key.
+func TestSubmitFromDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		second := make(chan submitted, 1)
+		require.NoError(t, h.f.Submit(ctx, in{Key: "a", ID: 1}, func(int, error) {
+			assert.NoError(t, h.f.Submit(ctx, in{Key: "a", ID: 2}, func(out int, err error) { second <- submitted{out: out, err: err} }))
+		}))
+		synctest.Wait()
+		assert.Equal(t, submitted{out: 20}, once(t, second))
+		assert.Equal(t, [][]int{{1}, {2}}, ids(h.seen()))
 	})
 }
 

@@ -7,8 +7,9 @@ import "time"
 // reads, so a late or spurious fire does no harm. loop: its methods run on
 // the shard's loop goroutine.
 type alarm struct {
-	t  *time.Timer
-	at time.Time // when t fires; zero while it is stopped or has fired
+	t   *time.Timer
+	at  time.Duration // when t fires, since the ferry's origin, while set
+	set bool          // false while t is stopped or has fired
 }
 
 func newAlarm() alarm {
@@ -17,24 +18,25 @@ func newAlarm() alarm {
 	return alarm{t: t}
 }
 
-// arm sets the alarm for at, or stops it if ok is false. It touches the timer
-// only when the deadline changed. With go >= 1.23 in go.mod, Reset and Stop
-// leave no stale value in t.C.
-func (a *alarm) arm(at time.Time, ok bool, now time.Time) {
+// arm sets the alarm for at, or stops it if ok is false; at and now are
+// since the ferry's origin. It touches the timer only when the deadline
+// changed. With go >= 1.23 in go.mod, Reset and Stop leave no stale value in
+// t.C.
+func (a *alarm) arm(at time.Duration, ok bool, now time.Duration) {
 	switch {
 	case !ok:
-		if !a.at.IsZero() {
+		if a.set {
 			a.t.Stop()
-			a.at = time.Time{}
+			a.set = false
 		}
-	case !at.Equal(a.at):
-		a.t.Reset(at.Sub(now))
-		a.at = at
+	case !a.set || at != a.at:
+		a.t.Reset(at - now)
+		a.at, a.set = at, true
 	}
 }
 
 // armed reports whether the alarm is set: t.C will deliver, and nothing else.
-func (a *alarm) armed() bool { return !a.at.IsZero() }
+func (a *alarm) armed() bool { return a.set }
 
 // fired records that t.C was received from.
-func (a *alarm) fired() { a.at = time.Time{} }
+func (a *alarm) fired() { a.set = false }

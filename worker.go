@@ -14,7 +14,7 @@ import (
 // it. With several shards a worker is a slot, which shards pass on (see
 // tokens): each job says which shard's loop holds it, and so whom to tell.
 // callDone and onBatch also run on the other goroutines that call user code:
-// a Submit's ctx watcher, close's notifier, a direct call's caller. The loop
+// close's notifier and a direct call's caller. The loop
 // waits for every message these goroutines send it, but each is sent with
 // the shard's end in view (shard.send), so that none blocks even after a
 // Close from user code (see Ferry.Close).
@@ -154,17 +154,13 @@ func reply[K comparable, I, O any](ws []*waiter[K, I, O], outs []O, errs Errors,
 }
 
 // callDone calls a Submit's done with r. A panic in done is recovered and
-// counted in Stats.DonePanics. w goes back to the pool unless its ctx's
-// watcher has started, which still holds it. Its Submit may not have read
-// its admission word yet (the loop may take an input in the wake-up that
-// admits it), but that is on a channel of the Submit's, not w's.
+// counted in Stats.DonePanics. w goes back to the pool first: no one else
+// holds it. Its Submit may not have read its admission word yet (the loop
+// may take an input in the wake-up that admits it), but that is on a
+// channel of the Submit's, not w's.
 func callDone[K comparable, I, O any](s *shard[K, I, O], w *waiter[K, I, O], r result[O]) {
-	f := s.f
-	mine := w.stop == nil || w.stop()
 	done := w.done
-	if mine {
-		f.pools.putSub(w)
-	}
+	s.f.pools.putSub(w)
 	defer func() {
 		if recover() != nil {
 			s.send(msg[K, I, O]{op: opPanicked})

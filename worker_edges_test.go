@@ -132,13 +132,11 @@ var userCloses = map[string]func(t *testing.T){
 	"a Call calls Close":                  func(t *testing.T) { closeFrom(t, "Call", Config[string, in]{}) },
 	"a direct Call calls Close":           func(t *testing.T) { closeFrom(t, "Call", Config[string, in]{DirectCalls: true}) },
 	"done calls Close, with shards":       func(t *testing.T) { closeFrom(t, "done", Config[string, in]{Shards: 3}) },
-	"a ctx watcher's done calls Close":    func(t *testing.T) { closeFrom(t, "watcher", Config[string, in]{MaxBatchDelay: time.Hour}) },
 	"done calls Flush":                    func(t *testing.T) { refusedFrom(t, "done", "Flush") },
 	"done calls Shutdown":                 func(t *testing.T) { refusedFrom(t, "done", "Shutdown") },
 	"OnBatch calls Flush":                 func(t *testing.T) { refusedFrom(t, "OnBatch", "Flush") },
 	"OnBatch calls Shutdown":              func(t *testing.T) { refusedFrom(t, "OnBatch", "Shutdown") },
 	"a direct call's OnBatch calls Flush": func(t *testing.T) { refusedFrom(t, "direct OnBatch", "Flush") },
-	"a ctx watcher's done calls Shutdown": func(t *testing.T) { refusedFrom(t, "watcher", "Shutdown") },
 	"a Call of another ferry calls Flush": func(t *testing.T) { flushFromAnotherFerry(t) },
 	"done calls Close, one worker":        func(t *testing.T) { closeFrom(t, "done", Config[string, in]{MaxInFlightBatches: 1}) },
 }
@@ -160,8 +158,8 @@ func TestCloseFromUserCode(t *testing.T) {
 	}
 }
 
-// closeFrom runs a ferry whose user code of kind where (done, OnBatch, Call,
-// or the done a Submit's ctx watcher calls) calls Close: that Close returns
+// closeFrom runs a ferry whose user code of kind where (done, OnBatch or
+// Call) calls Close: that Close returns
 // nil at once, the test's own Close returns once the ferry has ended, and a
 // Do after it gets ErrClosed.
 func closeFrom(t *testing.T, where string, cfg Config[string, in]) {
@@ -197,14 +195,6 @@ func closeFrom(t *testing.T, where string, cfg Config[string, in]) {
 		}))
 		synctest.Wait()
 		require.NoError(t, <-done)
-	case "watcher":
-		cctx, cancel := context.WithCancel(ctx)
-		require.NoError(t, f.Submit(cctx, in{Key: "a", ID: 1}, func(_ int, err error) {
-			assert.ErrorIs(t, err, context.Canceled)
-			closeOnce()
-		}))
-		synctest.Wait()
-		cancel() // dropped: the watcher calls done
 	default:
 		a = do(f, ctx, in{Key: "a", ID: 1})
 	}
@@ -248,8 +238,6 @@ func refusedFrom(t *testing.T, where, what string) {
 	case "OnBatch", "direct OnBatch":
 		cfg.OnBatch = func(Batch[string]) { call() }
 		cfg.DirectCalls = where == "direct OnBatch"
-	case "watcher":
-		cfg.MaxBatchDelay = time.Hour
 	}
 	f, err := New(func(_ context.Context, _ string, ins []in) ([]int, error) { return tens(ins), nil }, cfg)
 	require.NoError(t, err)
@@ -257,11 +245,6 @@ func refusedFrom(t *testing.T, where, what string) {
 	switch where {
 	case "done":
 		require.NoError(t, f.Submit(ctx, in{Key: "a", ID: 1}, func(int, error) { call() }))
-	case "watcher":
-		cctx, cancel := context.WithCancel(ctx)
-		require.NoError(t, f.Submit(cctx, in{Key: "a", ID: 1}, func(int, error) { call() }))
-		synctest.Wait()
-		cancel() // dropped: the watcher calls done
 	default:
 		a, err := f.Do(ctx, in{Key: "a", ID: 1})
 		assert.Equal(t, answer{10, nil}, answer{a, err})

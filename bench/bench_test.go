@@ -1,7 +1,15 @@
 // Package bench compares ferry with the batchers a Go user would otherwise
 // pick, on one workload in one process: closed-loop callers, each fixed to
 // one key with its own context, through an echo call that allocates its
-// output. Run ./run for the benchstat table in the README.
+// output. Run ./run for the benchstat tables in docs/performance.md.
+//
+// BenchmarkCores, how the batchers use 1 to 16 processors, runs where Go is
+// not installed: ./cores build DIR makes DIR/bench.test (linux/amd64) and
+// copies the script beside it; on the other machine DIR/cores run DIR runs
+// one process per -cpu value (1,2,4,8,16, or CPUS) and prints a markdown
+// table of median ns/input with ferry's ratios to dataloadgen, in about 3
+// minutes. COUNT and BENCHTIME override -test.count (3) and
+// -test.benchtime (262144x); the script's header says more.
 package bench
 
 import (
@@ -43,7 +51,7 @@ func newSetup(keys, batch, callers int) setup {
 	return setup{keys: keys, batch: batch, callers: callers, mask: keys - 1}
 }
 
-// headline is the README's workload, of BenchmarkDo and BenchmarkMany.
+// headline is the headline workload of docs/performance.md, of BenchmarkDo and BenchmarkMany.
 var headline = newSetup(keys, batch, callers)
 
 // impl is one batcher under test: do sends in, which has key in & mask.
@@ -71,7 +79,7 @@ var impls = []struct {
 	{"bundler", newBundler},
 }
 
-// BenchmarkDo is the README's headline workload: 16 keys, batch 64, 1024
+// BenchmarkDo is the headline workload (docs/performance.md): 16 keys, batch 64, 1024
 // closed-loop callers, each fixed to one key. Besides drive's figures it
 // reports rejected/op, the fraction of Do calls rejected: the room is exactly
 // the callers, so it is 0 unless the shards' shared room rejects where one
@@ -82,7 +90,7 @@ func BenchmarkDo(b *testing.B) {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			x := im.make(headline)
 			defer x.close()
-			b.ReportMetric(run(b, headline, x), "rejected/op")
+			b.ReportMetric(run(b, headline, x, withLive), "rejected/op")
 		})
 	}
 }
@@ -90,9 +98,9 @@ func BenchmarkDo(b *testing.B) {
 // run drives s.callers closed-loop through x, caller c with key c & s.mask,
 // and returns the fraction of Do calls rejected (ErrRejected), which do not
 // count as inputs; a rejected caller calls again at once. Every other error
-// is a wrong answer.
-func run(b *testing.B, s setup, x impl) float64 {
-	return drive(b, s.callers, 1, func(ctx context.Context, c, i int) outcome {
+// is a wrong answer. Whether it reports live-B/caller is drive's lv.
+func run(b *testing.B, s setup, x impl, lv live) float64 {
+	return drive(b, s.callers, 1, lv, func(ctx context.Context, c, i int) outcome {
 		in := c&s.mask + i*s.keys
 		out, err := x.do(ctx, in)
 		if err != nil && errors.Is(err, ferry.ErrRejected) {
@@ -132,14 +140,29 @@ func check(ok bool) outcome {
 // so that its two GCs do not double the cost at 262,144 callers, where a GC
 // takes seconds beside the running callers. So give -benchtime 2x or more.
 //
+// The callers whose inputs cross the window's ends take its times and
+// memory statistics, and the goroutine running drive waits parked until the
+// window has ended: one that slept and polled the count could wait seconds
+// behind the callers. With tens of thousands of callers runnable most of
+// them wait in the scheduler's global run queue, which a processor reads once
+// in 61 turns while its local queue has work, and a goroutine preempted
+// (after 10ms running, as releasing 65,536 callers at once takes) goes to
+// its end: at 65,536 callers on one processor the warm-up of 65,536 inputs
+// took 7 s and 3.9 million inputs.
+//
 // It reports ns, allocations and bytes per answered input, and live-B/caller:
 // the heap and stacks in use (HeapAlloc + StackInuse) after a GC, taken once
 // the window has been measured and with the callers still running, beyond
 // those after a GC before they started (so not the batcher made before drive),
 // divided by n. The GC comes after the window so that the window starts where
-// it did before there was this metric, not right after a GC. It returns the
-// fraction of turns rejected in the window, for the callers that count them.
-func drive(b *testing.B, n, per int, each func(ctx context.Context, c, i int) outcome) (rejectedPerOp float64) {
+// it did before there was this metric, not right after a GC. With lv
+// withoutLive it does no GC after the window and reports no live-B/caller:
+// runtime.GC sweeps what is left of the heap a span per turn through the
+// global run queue, and with tens of thousands of callers runnable that one
+// GC took from under a second to 50 s at 65,536 callers on 2 processors. It
+// returns the fraction of turns rejected in the window, for the callers that
+// count them.
+func drive(b *testing.B, n, per int, lv live, each func(ctx context.Context, c, i int) outcome) (rejectedPerOp float64) {
 	var done, wrongs, rejects atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -147,9 +170,12 @@ func drive(b *testing.B, n, per int, each func(ctx context.Context, c, i int) ou
 	// already running: with 262,144 callers that took a minute.
 	begin := make(chan struct{})
 	probe := b.N == 1
+	measure := bool(lv) && !probe // live-B/caller
 	var base int64
 	if !probe {
 		runtime.GC() // and again in inUse: what sync.Pools held before is gone
+	}
+	if measure {
 		base = inUse()
 	}
 	cancels := make([]context.CancelFunc, 0, n)
@@ -158,6 +184,26 @@ func drive(b *testing.B, n, per int, each func(ctx context.Context, c, i int) ou
 			cancel()
 		}
 	}()
+	// The window is from the input that brings done to from to the one that
+	// brings it to to.
+	from := int64(max(n*per, min(4*n*per, 1<<15)))
+	to := from + int64(max(b.N, n*per))
+	if probe {
+		from, to = 0, 1
+	}
+	w := window{done: &done, rejects: &rejects, started: make(chan struct{}), ended: make(chan struct{})}
+	if from == 0 {
+		w.start()
+	}
+	add := func(in int64) {
+		d := done.Add(in)
+		if d-in < from && d >= from {
+			w.start()
+		}
+		if d-in < to && d >= to {
+			w.end()
+		}
+	}
 	for c := range n {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancels = append(cancels, cancel)
@@ -166,58 +212,80 @@ func drive(b *testing.B, n, per int, each func(ctx context.Context, c, i int) ou
 			for i := 1; !stop.Load(); i++ {
 				switch each(ctx, c, i) {
 				case right:
-					done.Add(int64(per))
+					add(int64(per))
 				case wrong:
 					wrongs.Add(1)
-					done.Add(int64(per))
+					add(int64(per))
 				case rejected:
 					rejects.Add(1)
 				}
 			}
 		})
 	}
-	close(begin)
-	warm := int64(max(n*per, min(4*n*per, 1<<15)))
-	if probe {
-		warm = 0
-	}
-	for done.Load() < warm {
-		time.Sleep(time.Millisecond)
-	}
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	start, rej0 := done.Load(), rejects.Load()
 	b.ResetTimer()
-	t0 := time.Now()
-	window := int64(max(b.N, n*per))
-	if probe {
-		window = 1
-	}
-	for done.Load()-start < window {
-		time.Sleep(100 * time.Microsecond)
-	}
-	elapsed := time.Since(t0)
-	got, rej := done.Load()-start, rejects.Load()-rej0
+	// Releasing the callers takes more than 10ms at 65,536: a goroutine of
+	// its own does, so that this one is parked in the meantime.
+	go func() { close(begin) }()
+	<-w.ended
 	b.StopTimer()
-	runtime.ReadMemStats(&m1)
-	var live int64
-	if !probe {
-		live = inUse() - base
+	got, rej := w.d1-w.d0, w.r1-w.r0
+	var inuse int64
+	if measure {
+		inuse = inUse() - base
 	}
 	stop.Store(true)
 	wg.Wait()
 	if wrongs.Load() > 0 {
 		b.Fatalf("%d wrong answers", wrongs.Load())
 	}
-	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(got), "ns/input")
-	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(got), "allocs/input")
-	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(got), "B/input")
-	if !probe {
-		b.ReportMetric(float64(live)/float64(n), "live-B/caller")
+	b.ReportMetric(float64(w.t1.Sub(w.t0).Nanoseconds())/float64(got), "ns/input")
+	b.ReportMetric(float64(w.m1.Mallocs-w.m0.Mallocs)/float64(got), "allocs/input")
+	b.ReportMetric(float64(w.m1.TotalAlloc-w.m0.TotalAlloc)/float64(got), "B/input")
+	if measure {
+		b.ReportMetric(float64(inuse)/float64(n), "live-B/caller")
 	}
 	b.ReportMetric(0, "ns/op")
 	return float64(rej) / (float64(rej) + float64(got)/float64(per))
 }
+
+// window is drive's measured stretch: the counts, times and memory
+// statistics at its start and at its end, taken by the callers whose inputs
+// cross them, one caller each (or drive itself for a start at 0), and read
+// by drive once ended is closed.
+type window struct {
+	done, rejects  *atomic.Int64 // drive's inputs answered and turns rejected
+	started, ended chan struct{}
+	t0, t1         time.Time
+	d0, d1, r0, r1 int64 // done and rejects at t0 and t1
+	m0, m1         runtime.MemStats
+}
+
+// start reads the memory statistics (stopping the world) before the time,
+// so that their pause stays out of the window.
+func (w *window) start() {
+	runtime.ReadMemStats(&w.m0)
+	w.t0 = time.Now()
+	w.d0, w.r0 = w.done.Load(), w.rejects.Load()
+	close(w.started)
+}
+
+// end waits for the start, which a caller may not have finished marking at
+// the smallest windows, and reads the time before the memory statistics.
+func (w *window) end() {
+	<-w.started
+	w.t1 = time.Now()
+	w.d1, w.r1 = w.done.Load(), w.rejects.Load()
+	runtime.ReadMemStats(&w.m1)
+	close(w.ended)
+}
+
+// live says whether drive reports live-B/caller.
+type live bool
+
+const (
+	withLive    live = true
+	withoutLive live = false
+)
 
 // inUse is the heap and stack memory in use after a GC.
 func inUse() int64 {
@@ -274,9 +342,15 @@ func newFerrySharded(s setup) impl { return newFerryShards(s, 2) }
 
 // newFerryShards is ferry with n shards, which share a room of s.callers.
 func newFerryShards(s setup, shards int) impl {
+	return newFerryConfig(s, ferry.DefaultMaxInFlightBatches, shards)
+}
+
+// newFerryConfig is ferry with workers calls in flight and shards loops
+// (0: the default), sharing a room of s.callers.
+func newFerryConfig(s setup, workers, shards int) impl {
 	f, err := ferry.New(func(_ context.Context, _ int, ins []int) ([]int, error) { return echo(ins), nil },
 		ferry.Config[int, int]{Key: func(v int) int { return v & s.mask }, MaxBatchSize: s.batch,
-			MaxQueued: s.callers, MaxInFlightBatches: ferry.DefaultMaxInFlightBatches, Shards: shards})
+			MaxQueued: s.callers, MaxInFlightBatches: workers, Shards: shards})
 	if err != nil {
 		panic(err)
 	}
@@ -474,7 +548,7 @@ func runMany(b *testing.B, per int, do func(ctx context.Context, ins []int) ([]i
 	for c := range ins {
 		ins[c] = make([]int, per)
 	}
-	drive(b, callers/per, per, func(ctx context.Context, c, i int) outcome {
+	drive(b, callers/per, per, withLive, func(ctx context.Context, c, i int) outcome {
 		for j := range ins[c] {
 			ins[c][j] = (c*per+j)%keys + (i*per+j)*keys // distinct, so that no cache could help
 		}
@@ -529,7 +603,7 @@ func BenchmarkScale(b *testing.B) {
 				b.Run(fmt.Sprintf("keys=%d/batch=%d/impl=%s", k, bt, im.name), func(b *testing.B) {
 					x := im.make(s)
 					defer x.close()
-					b.ReportMetric(run(b, s, x), "rejected/op")
+					b.ReportMetric(run(b, s, x, withLive), "rejected/op")
 				})
 			}
 		}
@@ -588,7 +662,7 @@ func skew(b *testing.B, n, keys int, dist string, shards int) {
 			draw[c] = func() int { return int(z.Uint64()) }
 		}
 	}
-	rej := drive(b, n, 1, func(ctx context.Context, c, i int) outcome {
+	rej := drive(b, n, 1, withLive, func(ctx context.Context, c, i int) outcome {
 		in := draw[c]() + i*keys
 		out, err := f.Do(ctx, in)
 		if errors.Is(err, ferry.ErrRejected) {
@@ -598,4 +672,97 @@ func skew(b *testing.B, n, keys int, dist string, shards int) {
 		return check(err == nil && out == in)
 	})
 	b.ReportMetric(rej, "rejected/op")
+}
+
+// coresImpls are the batchers of BenchmarkCores.
+var coresImpls = []struct {
+	name string
+	make func(setup) impl
+}{
+	{"floor", newFloor},
+	{"floor-perP", newFloorPerP},
+	{"ferry", newFerry},
+	{"ferry-4perP", newFerryPerP},
+	{"ferry-1shard", newFerryOneShard},
+	{"dataloadgen", newDataloadgen},
+}
+
+// newFerryPerP is ferry with 4 workers per processor (MaxInFlightBatches
+// 4*GOMAXPROCS), so that the default Shards, one per processor up to the
+// workers, is GOMAXPROCS: 16 loops at 16 processors where the default's 4
+// workers allow 4.
+func newFerryPerP(s setup) impl {
+	return newFerryConfig(s, 4*runtime.GOMAXPROCS(0), 0)
+}
+
+// newFerryOneShard is ferry's defaults but for Shards 1: one loop, whatever
+// GOMAXPROCS is.
+func newFerryOneShard(s setup) impl { return newFerryShards(s, 1) }
+
+// newFloorPerP is the channel floor with one goroutine per processor, each
+// with its own channel, as ferry's shards each have their loop: an input
+// goes to the goroutine of its key modulo GOMAXPROCS.
+func newFloorPerP(s setup) impl {
+	type req struct {
+		v int
+		c chan int
+	}
+	procs := runtime.GOMAXPROCS(0)
+	reqs := make([]chan req, procs)
+	quit := make(chan struct{})
+	for i := range reqs {
+		reqs[i] = make(chan req, 1024)
+		go func() {
+			for {
+				select {
+				case r := <-reqs[i]:
+					r.c <- r.v
+				case <-quit:
+					return
+				}
+			}
+		}()
+	}
+	pool := sync.Pool{New: func() any { return make(chan int, 1) }}
+	return impl{
+		do: func(ctx context.Context, in int) (int, error) {
+			c := pool.Get().(chan int)
+			reqs[(in&s.mask)%procs] <- req{in, c}
+			select {
+			case v := <-c:
+				pool.Put(c)
+				return v, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		},
+		close: func() { close(quit) },
+	}
+}
+
+// BenchmarkCores measures how the batchers use more processors: run it with
+// -cpu 1,2,4,8,16, one process per value (./cores does, from a test binary
+// built elsewhere, and prints the table). Its workloads are keys x callers
+// per key, the batch being the callers of a key: 16x64 (1,024 callers, the
+// headline's), 256x16 (4,096) and 1024x64 (65,536), closed-loop callers each
+// fixed to one key through the echo call, as in BenchmarkScale. Besides
+// ferry's defaults it runs ferry with 4 workers per processor (so one shard
+// per processor) and with one shard, dataloadgen, and the channel floor with
+// one goroutine and with one per processor. The window is at least one turn
+// of every caller, so give -benchtime a multiple of the callers. It reports
+// rejected/op as BenchmarkScale does. With -short only 16x64 runs.
+func BenchmarkCores(b *testing.B) {
+	for _, w := range []struct{ keys, per int }{{16, 64}, {256, 16}, {1024, 64}} {
+		if testing.Short() && w.keys != 16 {
+			continue
+		}
+		s := newSetup(w.keys, w.per, w.keys*w.per)
+		for _, im := range coresImpls {
+			b.Run(fmt.Sprintf("w=%dx%d/impl=%s", w.keys, w.per, im.name), func(b *testing.B) {
+				x := im.make(s)
+				defer x.close()
+				b.ReportMetric(run(b, s, x, withoutLive), "rejected/op")
+			})
+		}
+	}
 }

@@ -99,8 +99,8 @@
 #define READY   2
 #define WAITING 3
 
-/* a DoMany's words on g.c, the loop's only (Go: word(i), with the part's
- * err and dropped beside it) */
+/* a DoMany's words on its part's channel p.c, the loop's only sends there
+ * (Go: struct{}, with the part's err and dropped written before it) */
 #define W_OK   10
 #define W_ERR  11
 #define W_DROP 12
@@ -110,10 +110,10 @@ mtype = { ADMIT, ADMITMANY, DROP, DROPMANY, START, RELEASE, ANSWERED,
           CLAIMED, REJECTED, CLOSED, ANSWER, DROPPED, KEPT, ADMITTED,
           WITHDRAWN, OK };                                           /* replies */
 
-chan inc = [INCSZ] of { mtype, byte, byte }; /* f.inc: op, input or key, worker or n */
+chan inc = [INCSZ] of { mtype, byte, byte }; /* f.inc: op, input or key, worker or n (or a DoMany's part: 0) */
 chan rep[NC] = [1] of { mtype };             /* each waiter's w.c, buffered 1 */
 chan jobs[NW] = [2] of { byte, byte, byte }; /* wk.jobs: key or PING, buffer, acks owed */
-chan gc = [2] of { byte };                   /* the DoMany's g.c, words only: len(shards)+1 */
+chan pc = [1] of { byte };                   /* the DoMany's one part's p.c, words only: capacity 1 */
 chan gleft = [1] of { byte };                /* g.count.left: the token, the count of inputs not yet answered */
 chan gfin = [1] of { bit };                  /* g.count.fin: sent once, by what answers the last input */
 chan wd = [1] of { mtype };                  /* the Submit's w.drop */
@@ -209,10 +209,11 @@ inline doReply(cc, v) {
 	reply(cc, v); outcome(cc)
 }
 
-/* a loop's word on the DoMany's g.c: never blocks, never into a pooled g */
-inline gword(v) {
-	assert(!gpool && nfull(gc));
-	gc!v
+/* a loop's word on the DoMany's part's p.c: never blocks (one word for each
+ * request, which reads it before the next), never into a pooled g */
+inline pword(v) {
+	assert(!gpool && nfull(pc));
+	pc!v
 }
 
 /* countdown.done(n), by a worker (reply) or the loop (close's reply): take
@@ -244,7 +245,7 @@ inline answered(n, lv, owe) {
  * into it any more and its channels must be empty (the token taken, fin
  * read, every word read); after this, nothing touches it (!gpool). */
 inline pool() {
-	assert(empty(gleft) && empty(gfin) && empty(gc));
+	assert(empty(gleft) && empty(gfin) && empty(pc));
 	assert(!pend[0] && !pend[3]);
 	gpool = 1
 }
@@ -371,15 +372,15 @@ inline submit() {
 /* loop.admitPart: both inputs or neither */
 inline admitMany() {
 	if
-	:: REFUSED -> gword(W_ERR)
+	:: REFUSED -> pword(W_ERR)
 	:: else ->
 		if
 #ifdef MUT_MANY_ROOM_ONE
-		:: queued + 1 > MAXQ -> gword(W_ERR)         /* MUTATION: room for one only */
+		:: queued + 1 > MAXQ -> pword(W_ERR)         /* MUTATION: room for one only */
 #else
-		:: queued + 2 > MAXQ -> gword(W_ERR)
+		:: queued + 2 > MAXQ -> pword(W_ERR)
 #endif
-		:: else -> enter(0); enter(3); gword(W_OK)
+		:: else -> enter(0); enter(3); pword(W_OK)
 		fi
 	fi
 }
@@ -473,7 +474,7 @@ inline dropMany() {
 	:: ok -> countOld(3); pend[3] = 0; outcome(3); gdrop++
 	:: else -> skip
 	fi;
-	gword(W_DROP)                                    /* replyAfterLend: at once, one shard */
+	pword(W_DROP)                                    /* replyAfterLend: at once, one shard */
 }
 
 /* loop.handle(opRelease) with state.release */
@@ -810,8 +811,8 @@ proctype loop() {
 #ifndef MUT_NO_FINAL_DRAIN
 			:: mop == ADMIT && !isSub(ma) -> seen[ma] = 1; doReply(ma, CLOSED)
 			:: mop == ADMIT && isSub(ma) -> sword(CLOSED)
-			:: mop == ADMITMANY -> gword(W_ERR)
-			:: mop == DROPMANY -> gword(W_DROP)          /* dropped: 0 */
+			:: mop == ADMITMANY -> pword(W_ERR)
+			:: mop == DROPMANY -> pword(W_DROP)          /* dropped: 0 */
 			:: mop == FLUSHM -> assert(nfull(fc[ma])); fc[ma]!CLOSED
 #endif
 			:: else -> skip
@@ -1041,10 +1042,10 @@ many:	/* DoMany of inputs 0 (key 0) and 3 (key 1): one shard, so one part,
 	if                                              /* request: as in Do */
 	:: atomic { done ->
 		if
-		:: gc?gw
-		:: empty(gc) -> gleft?gw; ret[0] = 1; ret[3] = 1; fin(); gw = 0; goto out  /* g.lost: not pooled */
+		:: pc?gw
+		:: empty(pc) -> gleft?gw; ret[0] = 1; ret[3] = 1; fin(); gw = 0; goto out  /* g.lost: not pooled */
 		fi }
-	:: else -> gc?gw
+	:: else -> pc?gw
 	fi;
 	if
 	:: gw == W_ERR -> atomic { gleft?gw; pool(); ret[0] = 1; ret[3] = 1; fin(); gw = 0 }; goto out
@@ -1069,10 +1070,10 @@ abandonMany:
 	if                                              /* request */
 	:: atomic { done ->
 		if
-		:: gc?gw
-		:: empty(gc) -> ret[0] = 1; ret[3] = 1; fin(); gw = 0; goto out  /* g.lost */
+		:: pc?gw
+		:: empty(pc) -> ret[0] = 1; ret[3] = 1; fin(); gw = 0; goto out  /* g.lost */
 		fi }
-	:: else -> gc?gw
+	:: else -> pc?gw
 	fi;
 	assert(gw == W_DROP);
 	gleft?gw;                                       /* left */

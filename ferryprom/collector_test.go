@@ -1,4 +1,4 @@
-package metrics_test
+package ferryprom_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/ferrygo/ferry"
-	"github.com/ferrygo/ferry/examples/metrics"
+	"github.com/ferrygo/ferry/ferryprom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
@@ -66,8 +66,8 @@ func newRig(t *testing.T) *rig {
 		}
 		return ins, nil
 	}
-	m := metrics.New("test")
-	record := metrics.OnBatch[string](m)
+	m := ferryprom.NewCollector("test", nil, ferryprom.Opts{})
+	record := ferryprom.OnBatch[string](m)
 	f, err := ferry.New(call, ferry.Config[string, string]{
 		Key: key, Weight: weight, DirectCalls: true, MaxQueued: 4, MaxQueuedWeight: 10,
 		OnBatch: func(b ferry.Batch[string]) { record(b); r.reports <- b },
@@ -78,7 +78,7 @@ func newRig(t *testing.T) *rig {
 	r.f = f
 	t.Cleanup(func() { f.Close() })
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m, m.Stats(f.Stats))
+	reg.MustRegister(m.WithStats(f.Stats))
 	r.srv = httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.PanicOnError}))
 	t.Cleanup(r.srv.Close)
 	return r
@@ -301,7 +301,7 @@ func TestOutcome(t *testing.T) {
 		{&ferry.PanicError{Value: ferry.ErrClosed}, "panic"},
 		{fmt.Errorf("%w: %w", ferry.ErrClosed, ferry.Errors{nil, errBoom}), "closed"},
 	} {
-		if got := metrics.Outcome(c.err); got != c.want {
+		if got := ferryprom.Outcome(c.err); got != c.want {
 			t.Errorf("Outcome(%v) = %s, want %s", c.err, got, c.want)
 		}
 	}
@@ -315,7 +315,7 @@ func canceled(cause error) context.Context {
 
 // OnBatch takes any Batch, even odd ones, without panicking.
 func TestOnBatchOdd(t *testing.T) {
-	record := metrics.OnBatch[float64](metrics.New("odd"))
+	record := ferryprom.OnBatch[float64](ferryprom.NewCollector("odd", nil, ferryprom.Opts{}))
 	record(ferry.Batch[float64]{})
 	record(ferry.Batch[float64]{Size: -1, Wait: -1, Took: -1, Err: ferry.Errors{}})
 }

@@ -1,0 +1,107 @@
+package ferry
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// share.need, without goroutines: the room a wake-up's admissions take, in
+// their order, if the core lets them all in. What one loop lets in without
+// room takes none: an input heavier than the room, a part no room could
+// hold, a part whose room is held or granted, a Do that claims its key.
+func TestShareNeed(t *testing.T) {
+	type (
+		w = waiter[string, in, int]
+		m = msg[string, in, int]
+	)
+	do := func(key string, weight int64) m { return m{op: opAdmit, w: &w{key: key, weight: weight}} }
+	submit := func(key string, weight int64) m {
+		return m{op: opAdmit, w: &w{key: key, weight: weight, done: func(int, error) {}}}
+	}
+	release := func(key string) m { return m{op: opRelease, key: key} }
+	// part returns a message for a DoMany's only part, whose inputs have keys
+	// and weights, each weight 1 unless given.
+	part := func(o op, keys []string, weights ...int64) m {
+		g := &group[string, in, int]{ws: make([]w, len(keys)), parts: make([]part[string, in, int], 1)}
+		p := &g.parts[0]
+		for i, k := range keys {
+			wt := int64(1)
+			if i < len(weights) {
+				wt = weights[i]
+			}
+			g.ws[i] = w{key: k, weight: wt, g: g}
+			p.n++
+			p.total = addWeight(p.total, wt)
+			p.heaviest = max(p.heaviest, wt)
+		}
+		return m{op: o, w: &g.ws[0]}
+	}
+	granted := part(opAdmitMany, []string{"x", "y"})
+	granted.w.g.parts[0].granted = true
+
+	for _, tc := range []struct {
+		name   string
+		direct bool
+		setup  func(st *state[string, *w]) // the core as the wake-up starts
+		ms     []m
+		want   budget
+	}{
+		{name: "inputs", ms: []m{do("a", 2), submit("b", 3), do("a", 4)}, want: budget{3, 9}},
+		{name: "heavier than the room", ms: []m{do("a", 101), do("b", 100)}, want: budget{1, 100}},
+		{name: "a claim", direct: true, ms: []m{do("a", 5)}, want: budget{}},
+		{name: "a claim, then a Do that joins", direct: true, ms: []m{do("a", 5), do("a", 6)}, want: budget{1, 6}},
+		{name: "a Submit never claims", direct: true, ms: []m{submit("a", 5)}, want: budget{1, 5}},
+		{name: "a Submit makes a lane that a Do joins", direct: true, ms: []m{submit("a", 5), do("a", 6)}, want: budget{2, 11}},
+		{name: "a busy lane", direct: true, setup: func(st *state[string, *w]) { st.claim("a") },
+			ms: []m{do("a", 5)}, want: budget{1, 5}},
+		{name: "a release of an empty lane, then a claim", direct: true, setup: func(st *state[string, *w]) { st.claim("a") },
+			ms: []m{release("a"), do("a", 5), do("a", 6)}, want: budget{1, 6}},
+		{name: "a release of a lane with inputs", direct: true, setup: func(st *state[string, *w]) {
+			st.claim("a")
+			st.join("a", 1, 0, 0, 0, nil)
+		}, ms: []m{release("a"), do("a", 5)}, want: budget{1, 5}},
+		{name: "a DoMany's inputs, then a Do of their key", direct: true,
+			ms: []m{part(opAdmitMany, []string{"a", "b"}), do("b", 5), do("c", 7)}, want: budget{3, 7}},
+		{name: "a hold lets nothing in", direct: true,
+			ms: []m{part(opHold, []string{"a", "b"}, 2, 3), do("b", 5)}, want: budget{2, 5}},
+		{name: "more inputs than MaxQueued", ms: []m{part(opAdmitMany, make([]string, 9))}, want: budget{}},
+		{name: "heavier than the room together", ms: []m{part(opHold, []string{"a", "b"}, 60, 41)}, want: budget{}},
+		{name: "past MaxInt64", ms: []m{part(opAdmitMany, []string{"a", "b"}, math.MaxInt64, 1)}, want: budget{}},
+		{name: "granted", ms: []m{granted, do("z", 1)}, want: budget{1, 1}},
+		{name: "past MaxInt64 in all", ms: []m{do("a", 100), do("b", 100), part(opAdmitMany, []string{"c"}, 100)}, want: budget{3, 300}},
+	} {
+		lim := limits{batchSize: 4, queued: 8, queuedWeight: 100, direct: tc.direct}
+		st := newState[string, *w](lim)
+		if tc.setup != nil {
+			tc.setup(st)
+		}
+		sh := share[string, in, int]{st: st, lim: lim}
+		assert.Equal(t, tc.want, sh.need(tc.ms), tc.name)
+		assert.Empty(t, sh.lanes, "%s: the guesses are forgotten", tc.name)
+	}
+	// borrowRoom takes what need lacks from spare, and nothing once the
+	// core refuses every admission.
+	lim := limits{batchSize: 4, queued: 8, queuedWeight: 100}
+	for _, shut := range []bool{false, true} {
+		st := newState[string, *w](lim)
+		st.grow(-8, -100) // a shard that holds no room
+		if shut {
+			st.shutdown()
+		}
+		sh := share[string, in, int]{st: st, lim: lim, spare: newRoom(budget{8, 100})}
+		sh.borrowRoom([]m{do("a", 2), do("b", 3)})
+		want := budget{6, 95}
+		if shut {
+			want = budget{8, 100}
+		}
+		assert.Equal(t, want, sh.spare.take(), "shut down: %v", shut)
+	}
+	// Without a MaxQueuedWeight the room's weight is MaxInt64, shared.
+	lim = limits{batchSize: 4, queued: 8}
+	sh := share[string, in, int]{st: newState[string, *w](lim), lim: lim}
+	assert.Equal(t, budget{2, -1}, sh.need([]m{do("a", math.MaxInt64), do("b", 1)}), "a sum past MaxInt64 is -1")
+	assert.Equal(t, int64(math.MaxInt64), sharedWeight(lim))
+	assert.Equal(t, int64(7), sharedWeight(limits{queuedWeight: 7}))
+}
