@@ -17,25 +17,6 @@ import (
 // names no waiting input, as seqs never reach 1<<63.
 func inFlight(id int, n uint64) ticket { return ticket{rank: int64(id), seq: 1<<63 | n} }
 
-// owed is what a worker's batch owes a Flush round, told by its opIdle: n
-// inputs admitted before the round, or 1 for a batch in flight as the round
-// started. It has no methods; the loop owns it.
-type owed struct {
-	round uint64
-	n     int
-}
-
-// round is a Flush in progress: it is over when left, the inputs admitted
-// before it and the calls and answers in flight then, reaches 0. It has no
-// methods; the loop owns it.
-type round struct {
-	id      uint64
-	seq     uint64 // inputs with seqs up to this count
-	claims  uint64 // direct calls claimed up to this one count
-	left    int
-	replies []context.CancelCauseFunc
-}
-
 // directCall is a direct call in flight: its claim's number and, once it
 // runs, how to cancel it. It has no methods; the loop owns it.
 type directCall struct {
@@ -56,11 +37,9 @@ type loop[K comparable, I, O any] struct {
 	reports map[*waiter[K, I, O]]uint64 // with OnBatch, direct calls released whose OnBatch runs: their claims' numbers, by waiter
 	rpeak   int                         // most reports since the map was rebuilt
 
-	round    *round                    // the Flush in progress
-	flushers []context.CancelCauseFunc // Flushes for the round after it
-	rounds   uint64                    // rounds started
-	claims   uint64                    // direct calls claimed
-	notify   int                       // goroutines calling Submits' done that the loop waits for
+	rounds rounds // the Flushes: see rounds.go
+	claims uint64 // direct calls claimed
+	notify int    // goroutines calling Submits' done that the loop waits for
 
 	closing bool // drained, calls cancelled: ending once busy is 0
 	stopped bool // its workers are stopped, as it ends: see share.stopWorkers
@@ -207,7 +186,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		w := m.w
 		if _, ok := st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
 			l.tally.Dropped++
-			l.countIf(w.tk.seq <= l.roundSeq())
+			l.rounds.countIf(w.tk.seq <= l.rounds.seq())
 			l.share.replyAfterLend(later[K, I, O]{c: w.c, r: result[O]{err: errDropped}}) // w.c is empty: it had no answer
 			return
 		}
@@ -225,7 +204,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 			case l.dropOne(w, now):
 				p.dropped++
 				w.dropped = true
-				l.countIf(w.tk.seq <= l.roundSeq())
+				l.rounds.countIf(w.tk.seq <= l.rounds.seq())
 			default:
 				l.gaveUp(w)
 			}
@@ -247,7 +226,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 				l.reports[m.w] = n
 				l.rpeak = max(l.rpeak, len(l.reports))
 			} else {
-				l.countIf(l.round != nil && n <= l.round.claims)
+				l.rounds.countIf(l.rounds.claimed(n))
 			}
 		} else if wk := l.share.workers[m.worker]; wk.cancel != nil {
 			wk.cancel(nil) // the call is over: free its context
@@ -259,7 +238,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		n := l.reports[m.w]
 		delete(l.reports, m.w)
 		l.reports = shrink(l.reports, &l.rpeak)
-		l.countIf(l.round != nil && n <= l.round.claims)
+		l.rounds.countIf(l.rounds.claimed(n))
 		if m.worker == 1 {
 			l.tally.OnBatchPanics++
 		}
@@ -276,8 +255,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 			m.cancel(ErrClosed)
 			return
 		}
-		l.flushers = append(l.flushers, m.cancel)
-		if l.round == nil {
+		if l.rounds.wait(m.cancel) {
 			l.startRound()
 		}
 	case opExit:
@@ -417,28 +395,11 @@ func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Duration) bool {
 	return ok
 }
 
-// roundSeq is the last seq the Flush in progress counts, or 0.
-func (l *loop[K, I, O]) roundSeq() uint64 {
-	if l.round == nil {
-		return 0
-	}
-	return l.round.seq
-}
-
-// countIf counts one thing the Flush in progress waited for as done, if ok.
-func (l *loop[K, I, O]) countIf(ok bool) {
-	if ok {
-		l.round.left--
-	}
-}
-
 // idleWorker frees worker id, which has answered its batch, and counts what
 // its batch owed the round in progress.
 func (l *loop[K, I, O]) idleWorker(id int) {
 	wk := l.share.workers[id]
-	if l.round != nil && wk.owe.round == l.round.id {
-		l.round.left -= wk.owe.n
-	}
+	l.rounds.paid(wk.owe)
 	wk.owe = owed{}
 	if cap(wk.buf) > keepCap {
 		wk.buf = nil
@@ -455,17 +416,18 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 // No busy worker owes an older round anything: a round ends only once all it
 // was owed has come, and close, which ends one early, starts no other.
 func (l *loop[K, I, O]) startRound() {
-	l.rounds++
-	r := &round{id: l.rounds, seq: l.st.seq, claims: l.claims, replies: l.flushers}
-	l.flushers = nil
-	r.left = l.st.queued + len(l.directs) + len(l.reports) + l.notify
+	left := l.st.queued + len(l.directs) + len(l.reports) + l.notify
 	for _, wk := range l.share.workers {
 		if wk != nil && !wk.idle {
-			wk.owe = owed{r.id, 1}
-			r.left++
+			left++
 		}
 	}
-	l.round = r
+	l.rounds.start(l.st.seq, l.claims, left)
+	for _, wk := range l.share.workers {
+		if wk != nil && !wk.idle {
+			wk.owe = l.rounds.owe(1)
+		}
+	}
 	l.st.flush()
 }
 
@@ -475,12 +437,15 @@ func (l *loop[K, I, O]) startRound() {
 // lanes it made due, and a shard may have no worker to ping, whose answer
 // would wake the loop again.
 func (l *loop[K, I, O]) settle() {
-	for l.round != nil && l.round.left == 0 {
-		for _, tell := range l.round.replies {
+	for {
+		replies, ok := l.rounds.over()
+		if !ok {
+			return
+		}
+		for _, tell := range replies {
 			tell(nil)
 		}
-		l.round = nil
-		if len(l.flushers) > 0 && !l.closing {
+		if l.rounds.pending() && !l.closing {
 			l.startRound()
 		}
 	}
@@ -503,14 +468,14 @@ func (l *loop[K, I, O]) dispatch(now time.Duration) {
 		l.tally.Batches++
 		l.tally.Taken += uint64(len(batch))
 		j := job[K, I, O]{s: l.s, id: int32(id), key: key, batch: batch, ctx: l.s.ctx}
-		if r := l.round; r != nil {
+		if seq := l.rounds.seq(); seq > 0 {
 			n := 0
 			for _, w := range batch {
-				if w.tk.seq <= r.seq {
+				if w.tk.seq <= seq {
 					n++
 				}
 			}
-			wk.owe = owed{r.id, n}
+			wk.owe = l.rounds.owe(n)
 		}
 		if l.f.cancelAbandoned { // after the round's look at the tickets
 			j.ctx, wk.cancel = context.WithCancelCause(l.s.ctx) // the ferry's: no user code
@@ -560,16 +525,9 @@ func (l *loop[K, I, O]) close() {
 			go d.cancel(ErrClosed)
 		}
 	}
-	if l.round != nil {
-		for _, tell := range l.round.replies {
-			tell(ErrClosed)
-		}
-		l.round = nil
-	}
-	for _, tell := range l.flushers {
+	for _, tell := range l.rounds.abort() {
 		tell(ErrClosed)
 	}
-	l.flushers = nil
 }
 
 // end moves the close along and reports whether the loop is over: a room

@@ -1,0 +1,114 @@
+package ferry
+
+import "context"
+
+// This file is the Flush rounds: what a Flush waits for, counted down by the
+// loop as its messages come. rounds is pure bookkeeping: no channels, no
+// clock, no user code; the replies it hands back are the loop's to call.
+
+// round is a Flush in progress: it is over when left, the inputs admitted
+// before it and the calls and answers in flight then, reaches 0. It has no
+// methods; rounds owns it.
+type round struct {
+	id      uint64
+	seq     uint64 // inputs with seqs up to this count
+	claims  uint64 // direct calls claimed up to this one count
+	left    int
+	replies []context.CancelCauseFunc
+}
+
+// owed is what a worker's batch owes a Flush round, told by its opIdle: n
+// inputs admitted before the round, or 1 for a batch in flight as the round
+// started. It has no methods; the loop owns it.
+type owed struct {
+	round uint64
+	n     int
+}
+
+// rounds is a loop's Flush rounds: the one in progress, if any, and the
+// Flushes that wait for the round after it, as one loop runs one round at a
+// time. loop: its methods run on the shard's loop goroutine.
+type rounds struct {
+	cur    *round                    // the round in progress
+	queued []context.CancelCauseFunc // Flushes for the round after it
+	n      uint64                    // rounds started
+}
+
+// wait queues a Flush's reply for the next round, and reports whether a
+// round must start now: none is in progress.
+func (rs *rounds) wait(reply context.CancelCauseFunc) bool {
+	rs.queued = append(rs.queued, reply)
+	return rs.cur == nil
+}
+
+// start starts a round for the Flushes queued, which waits for left things
+// and counts the inputs with seqs up to seq and the direct calls claimed up
+// to claims.
+func (rs *rounds) start(seq, claims uint64, left int) {
+	rs.n++
+	rs.cur = &round{id: rs.n, seq: seq, claims: claims, left: left, replies: rs.queued}
+	rs.queued = nil
+}
+
+// owe is what a batch with n things the round in progress waits for owes
+// it, told by the batch's opIdle (see paid); nothing without a round.
+func (rs *rounds) owe(n int) owed {
+	if rs.cur == nil {
+		return owed{}
+	}
+	return owed{rs.cur.id, n}
+}
+
+// seq is the last seq the round in progress counts, or 0.
+func (rs *rounds) seq() uint64 {
+	if rs.cur == nil {
+		return 0
+	}
+	return rs.cur.seq
+}
+
+// claimed reports whether the round in progress counts direct call n.
+func (rs *rounds) claimed(n uint64) bool { return rs.cur != nil && n <= rs.cur.claims }
+
+// countIf counts one thing the round in progress waits for as done, if ok.
+func (rs *rounds) countIf(ok bool) {
+	if ok {
+		rs.cur.left--
+	}
+}
+
+// paid counts what a worker's batch owed, if it owed the round in progress.
+func (rs *rounds) paid(o owed) {
+	if rs.cur != nil && o.round == rs.cur.id {
+		rs.cur.left -= o.n
+	}
+}
+
+// over ends the round in progress if it has nothing left, and returns the
+// replies of its Flushes, to be told nil; ok is false, and nothing changes,
+// if no round is over. The next round, if Flushes are queued, is the
+// loop's to start: its count needs the loop's state.
+func (rs *rounds) over() (replies []context.CancelCauseFunc, ok bool) {
+	if rs.cur == nil || rs.cur.left > 0 {
+		return nil, false
+	}
+	replies = rs.cur.replies
+	rs.cur = nil
+	return replies, true
+}
+
+// pending reports whether Flushes wait for a round after the one in progress.
+func (rs *rounds) pending() bool { return len(rs.queued) > 0 }
+
+// abort ends every round, for a close, and returns every Flush's reply, the
+// round's and those queued, to be told ErrClosed.
+func (rs *rounds) abort() []context.CancelCauseFunc {
+	var all []context.CancelCauseFunc
+	if rs.cur != nil {
+		all = rs.cur.replies
+		rs.cur = nil
+	}
+	all = append(all, rs.queued...)
+	rs.queued = nil
+	return all
+}
