@@ -161,11 +161,7 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 	b := Batch[K]{Key: w.key, Size: 1, Weight: w.weight, Took: f.clock() - start, Err: failure(errs, all), Direct: true}
 	releaseDirect(s, w.key, cancel, w)
 	released = true
-	var panicked int32
-	if onBatch(f, b) {
-		panicked = 1
-	}
-	s.send(msg[K, I, O]{op: opReported, w: w, worker: panicked})
+	s.send(msg[K, I, O]{op: opReported, w: w, panicked: onBatch(f, b)})
 	return r.out, r.err
 }
 

@@ -239,17 +239,15 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		delete(l.reports, m.w)
 		l.reports = shrink(l.reports, &l.rpeak)
 		l.rounds.countIf(l.rounds.claimed(n))
-		if m.worker == 1 {
+		if m.panicked {
 			l.tally.OnBatchPanics++
 		}
 	case opNotified:
 		l.notify--
-	case opPanicked:
-		if m.worker == 1 {
-			l.tally.OnBatchPanics++
-		} else {
-			l.tally.DonePanics++
-		}
+	case opDonePanicked:
+		l.tally.DonePanics++
+	case opOnBatchPanicked:
+		l.tally.OnBatchPanics++
 	case opFlush:
 		if l.closing {
 			m.cancel(ErrClosed)

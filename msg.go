@@ -14,23 +14,24 @@ import (
 type op uint8
 
 const (
-	opAdmit     op = iota // from Do or Submit: admit m.w
-	opAdmitMany           // from DoMany: admit all of part m.part of m.w.g, or none
-	opHold                // from DoMany over several shards: hold room for part m.part of m.w.g
-	opUnhold              // from DoMany over several shards: let go of the room held
-	opDrop                // from a Do whose ctx ended: drop m.w if it still waits
-	opDropMany            // from DoMany whose ctx ended: drop what still waits of part m.part of m.w.g
-	opStart               // from a direct call: it runs, and close cancels it with m.cancel
-	opRelease             // from a worker or a direct call: m.key's call is over
-	opIdle                // from worker m.worker: it has answered its batch (done and OnBatch returned); it is free
-	opNotified            // from a goroutine that called Submits' done: it has finished
-	opReported            // from a direct call whose release carried m.w: OnBatch has returned (m.worker 1: it panicked)
-	opPanicked            // a Submit's done panicked, or a worker's OnBatch (m.worker 1)
-	opExit                // from a worker: it has gone
-	opStats               // from Stats: reply on m.stats
-	opFlush               // from Flush: m.cancel is its reply
-	opClose               // from Close
-	opShutdown            // from Shutdown
+	opAdmit           op = iota // from Do or Submit: admit m.w
+	opAdmitMany                 // from DoMany: admit all of part m.part of m.w.g, or none
+	opHold                      // from DoMany over several shards: hold room for part m.part of m.w.g
+	opUnhold                    // from DoMany over several shards: let go of the room held
+	opDrop                      // from a Do whose ctx ended: drop m.w if it still waits
+	opDropMany                  // from DoMany whose ctx ended: drop what still waits of part m.part of m.w.g
+	opStart                     // from a direct call: it runs, and close cancels it with m.cancel
+	opRelease                   // from a worker or a direct call: m.key's call is over
+	opIdle                      // from worker m.worker: it has answered its batch (done and OnBatch returned); it is free
+	opNotified                  // from a goroutine that called Submits' done: it has finished
+	opReported                  // from a direct call whose release carried m.w: OnBatch has returned (m.panicked: it panicked)
+	opDonePanicked              // a Submit's done panicked
+	opOnBatchPanicked           // a worker's OnBatch panicked
+	opExit                      // from a worker: it has gone
+	opStats                     // from Stats: reply on m.stats
+	opFlush                     // from Flush: m.cancel is its reply
+	opClose                     // from Close
+	opShutdown                  // from Shutdown
 )
 
 // byCaller is the worker of a release from a direct call: its caller.
@@ -39,13 +40,14 @@ const byCaller = -1
 // msg is a message to the loop, on its shard's inbound channel. It has no
 // methods: its sender writes it and the loop reads it.
 type msg[K comparable, I, O any] struct {
-	op     op
-	worker int32            // opRelease, opIdle: the worker, or byCaller; opPanicked, opReported: a flag
-	part   int32            // opAdmitMany, opHold, opUnhold, opDropMany: the part of m.w.g
-	key    K                // opRelease
-	w      *waiter[K, I, O] // for opRelease byCaller, set if an opReported with it is to come
-	stats  chan Stats
-	cancel context.CancelCauseFunc // opStart; for opFlush, the reply
+	op       op
+	panicked bool             // opReported: the direct call's OnBatch panicked
+	worker   int32            // opRelease, opIdle: the worker, or byCaller
+	part     int32            // opAdmitMany, opHold, opUnhold, opDropMany: the part of m.w.g
+	key      K                // opRelease
+	w        *waiter[K, I, O] // for opRelease byCaller, set if an opReported with it is to come
+	stats    chan Stats
+	cancel   context.CancelCauseFunc // opStart; for opFlush, the reply
 }
 
 // result is an answer to a waiter, sent on its channel, which is buffered 1.

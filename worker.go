@@ -115,7 +115,7 @@ func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Erro
 	if f.onBatch != nil {
 		b.Err = failure(errs, all)
 		if onBatch(f, b) {
-			s.send(msg[K, I, O]{op: opPanicked, worker: 1})
+			s.send(msg[K, I, O]{op: opOnBatchPanicked})
 		}
 	}
 	clear(ins) // after the answers: outs may be ins
@@ -163,7 +163,7 @@ func callDone[K comparable, I, O any](s *shard[K, I, O], w *waiter[K, I, O], r r
 	s.f.pools.putSub(w)
 	defer func() {
 		if recover() != nil {
-			s.send(msg[K, I, O]{op: opPanicked})
+			s.send(msg[K, I, O]{op: opDonePanicked})
 		}
 	}()
 	done(r.out, r.err)
