@@ -39,6 +39,26 @@ type ferryRun struct {
 	made      map[made]int // calls made and not yet reported to OnBatch
 	silent    int          // direct calls that ran Goexit: OnBatch never hears of them
 	flying    int          // batched calls running, across every shard
+
+	f        *Ferry[any, in, int]
+	closeArm int          // 1: the next done or OnBatch to run calls Close; 2: one has
+	closeErr chan error   // what that Close returned
+	returned map[int]bool // Submits whose done, which blocks, has returned
+}
+
+// userClose calls Close from user code the ferry runs (a done, an OnBatch),
+// if a step asked for it: it must return at once, as it cannot wait for the
+// code it runs in (see Ferry.Close).
+func (r *ferryRun) userClose() {
+	r.mu.Lock()
+	fire := r.closeArm == 1
+	if fire {
+		r.closeArm = 2
+	}
+	r.mu.Unlock()
+	if fire {
+		r.closeErr <- r.f.Close()
+	}
 }
 
 // made is what OnBatch should report of a call.
@@ -51,6 +71,7 @@ type made struct {
 
 // onBatch checks that a report is of a call made, and is told off the loop.
 func (r *ferryRun) onBatch(b Batch[any]) {
+	r.userClose()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if fn := onLoop(); fn != "" {
@@ -239,7 +260,8 @@ type fuzzCaller struct {
 	c      chan answer
 	done   bool // its answer was received
 	a      answer
-	how    int // doOne, submitOne or doMany
+	how    int           // doOne, submitOne or doMany
+	gate   chan struct{} // a Submit whose done blocks until it is closed
 }
 
 const (
@@ -248,7 +270,8 @@ const (
 	doMany
 )
 
-// submit runs a Submit for c, whose done sends its answer on c.c once.
+// submit runs a Submit for c, whose done sends its answer on c.c once, and
+// then, if c has a gate, blocks until the gate is closed.
 func (r *ferryRun) submit(f *Ferry[any, in, int], ctx context.Context, c *fuzzCaller) {
 	calls := 0
 	err := f.Submit(ctx, c.x, func(out int, err error) {
@@ -265,8 +288,18 @@ func (r *ferryRun) submit(f *Ferry[any, in, int], ctx context.Context, c *fuzzCa
 		}
 		r.mu.Unlock()
 		c.c <- answer{out, err}
+		r.userClose()
+		if c.gate != nil {
+			<-c.gate
+			r.mu.Lock()
+			r.returned[c.x.ID] = true
+			r.mu.Unlock()
+		}
 	})
-	if err != nil {
+	if err != nil { // not admitted: done is never called
+		r.mu.Lock()
+		r.returned[c.x.ID] = true
+		r.mu.Unlock()
 		c.c <- answer{err: err}
 	}
 }
@@ -321,7 +354,7 @@ func runFerry(t *testing.T, data []byte) {
 		cfg.MaxQueued += 192 // so that shards borrow and keep chunks of the room: see share
 	}
 	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{}, ok: map[int]bool{},
-		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}}
+		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}, closeErr: make(chan error, 1), returned: map[int]bool{}}
 	if opts&8 == 0 {
 		cfg.OnBatch = r.onBatch
 	}
@@ -329,10 +362,13 @@ func runFerry(t *testing.T, data []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.f = f
 	var callers []*fuzzCaller
 	var flushes []flushing
 	closeDone := make(chan error, 1)
-	stopping := false
+	stopping := false         // a step called Close or Shutdown, which tells closeDone
+	userClosed := false       // a done or OnBatch called Close
+	var gates []chan struct{} // of the Submits whose done blocks, not yet released
 	// input draws one input, its call's mode and its caller's context.
 	input := func(how int, bad bool) (*fuzzCaller, context.Context) {
 		id := len(callers)
@@ -355,7 +391,7 @@ func runFerry(t *testing.T, data []byte) {
 		return c, ctx
 	}
 	for step := 0; b.more() && step < 200; step++ {
-		switch op := b.next() % 11; op {
+		switch op := b.next() % 13; op {
 		case 0, 1, 2: // Do
 			c, ctx := input(doOne, true)
 			go func() {
@@ -426,6 +462,23 @@ func runFerry(t *testing.T, data []byte) {
 					closeDone <- f.Close()
 				}()
 			}
+		case 11: // a Submit whose done blocks until a later step releases it
+			c, ctx := input(submitOne, true)
+			c.gate = make(chan struct{})
+			gates = append(gates, c.gate)
+			r.submit(f, ctx, c)
+		case 12: // a blocked done returns; or, rarely, the next done or OnBatch calls Close
+			switch x := b.next(); {
+			case x%2 == 0 && len(gates) > 0:
+				close(gates[0])
+				gates = gates[1:]
+			case x%8 == 1:
+				r.mu.Lock()
+				if r.closeArm == 0 {
+					r.closeArm = 1
+				}
+				r.mu.Unlock()
+			}
 		case 7: // Stats goes through the loop too
 			s := f.Stats()
 			if s.Queued > cfg.MaxQueued || s.Weight < 0 || cfg.MaxQueuedWeight > 0 && s.Weight > cfg.MaxQueuedWeight {
@@ -434,6 +487,17 @@ func runFerry(t *testing.T, data []byte) {
 		}
 		synctest.Wait()
 		r.mu.Lock()
+		if r.closeArm == 2 && !userClosed {
+			userClosed, r.closed = true, true // taken in by the loops by now
+			select {
+			case err := <-r.closeErr:
+				if err != nil {
+					t.Fatalf("Close from a done or OnBatch: %v", err)
+				}
+			default:
+				t.Fatalf("Close from a done or OnBatch has not returned")
+			}
+		}
 		for _, c := range callers {
 			if !c.done {
 				select {
@@ -448,10 +512,13 @@ func runFerry(t *testing.T, data []byte) {
 			}
 		}
 		r.mu.Unlock()
-		flushes = checkFlushes(t, flushes, callers)
+		flushes = checkFlushes(t, r, flushes, callers)
+	}
+	for _, g := range gates { // Close waits for every done
+		close(g)
 	}
 	if !stopping {
-		go func() { closeDone <- f.Close() }()
+		go func() { closeDone <- f.Close() }() // after a Close from user code, too: this one waits
 	}
 	if err := <-closeDone; err != nil {
 		t.Fatalf("Close: %v", err)
@@ -503,8 +570,9 @@ func runFerry(t *testing.T, data []byte) {
 }
 
 // checkFlushes checks the Flushes that have returned and keeps the others: a
-// Flush that returned nil came after the answers of every caller before it.
-func checkFlushes(t *testing.T, flushes []flushing, callers []*fuzzCaller) []flushing {
+// Flush that returned nil came after the answers of every caller before it,
+// and after every done of theirs that blocks had returned.
+func checkFlushes(t *testing.T, r *ferryRun, flushes []flushing, callers []*fuzzCaller) []flushing {
 	var left []flushing
 	for _, fl := range flushes {
 		select {
@@ -515,6 +583,12 @@ func checkFlushes(t *testing.T, flushes []flushing, callers []*fuzzCaller) []flu
 			for _, c := range callers[:fl.before] {
 				if err == nil && !c.done {
 					t.Fatalf("Flush returned before input %d was answered", c.x.ID)
+				}
+				r.mu.Lock()
+				back := c.gate == nil || r.returned[c.x.ID]
+				r.mu.Unlock()
+				if err == nil && !back {
+					t.Fatalf("Flush returned before the done of Submit %d had returned", c.x.ID)
 				}
 			}
 		default:
@@ -572,4 +646,12 @@ var ferrySeeds = [][]byte{
 	{0, 0, 0, 0, 3, 0, 1, 0, 0, 0, 1, 0, 5, 0, 0, 1, 0, 16, 0, 1, 1, 0, 16, 4, 2, 0, 0, 1, 0, 0, 4, 3},
 	// batch 2, delay 1ms, 2 workers: a batch that runs Goexit, then a batch that does not
 	{1, 0, 1, 1, 3, 0, 0, 0, 0, 0, 1, 0, 16, 0, 0, 1, 0, 0, 4, 2, 0, 0, 1, 0, 0, 4, 2},
+	// batch 2, delay 1ms, 2 workers, OnBatch: a Submit whose done blocks, a Flush that makes
+	// it due and waits for its done, a Do on another key meanwhile; the done returns; the
+	// next done calls Close
+	{1, 0, 1, 1, 3, 0, 0, 0, 11, 0, 0, 1, 0, 0, 10, 0, 4, 1, 0, 1, 0, 1, 0, 0, 4, 1, 12, 0,
+		12, 1, 8, 2, 0, 1, 0, 0, 4, 2, 0, 0, 0, 1, 0, 0},
+	// direct calls, 1 worker, OnBatch: the next OnBatch (of a direct call) calls Close
+	// while a done blocks; Do after it gets ErrClosed
+	{0, 0, 0, 0, 3, 0, 1, 0, 11, 0, 0, 1, 0, 0, 12, 1, 0, 1, 0, 1, 0, 0, 4, 1, 0, 2, 0, 1, 0, 0},
 }
