@@ -33,6 +33,7 @@ type Ferry[K comparable, I, O any] struct {
 	stamp           bool          // callers stamp their inputs' submission time, for deadlines
 	timeout         time.Duration // Config.CallTimeout
 	cancelAbandoned bool
+	retry           func(K, int, error) (time.Duration, bool) // Config.Retry
 
 	origin time.Time // of every shard's clock: see clock
 
@@ -72,6 +73,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		stamp:           cfg.MaxBatchDelay > 0,
 		timeout:         cfg.CallTimeout,
 		cancelAbandoned: cfg.CancelAbandoned,
+		retry:           cfg.Retry,
 
 		seed: maphash.MakeSeed(),
 	}

@@ -255,6 +255,8 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		}
 	case opIdle:
 		l.idleWorker(int(m.worker))
+	case opRetry:
+		l.retryWanted(m)
 	case opReported:
 		n := l.reports[m.w]
 		delete(l.reports, m.w)
@@ -364,6 +366,7 @@ func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Duration) {
 // up, and cancels its call once no caller is left, with CancelAbandoned. w
 // may be in no batch, or in one that is over.
 func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
+	w.gone = true // not retried: see retryWanted
 	if w.tk.seq < 1<<63 {
 		return // not flying: still waiting, or CancelAbandoned is off
 	}
@@ -374,6 +377,22 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
 	if wk.live--; wk.live == 0 {
 		wk.cancel(ErrAbandoned) // only the ferry's contexts: no user code
 	}
+}
+
+// retryWanted answers a worker about to retry its batch: of the batch's
+// indexes it asks about, it keeps those whose callers still wait, in order,
+// leaving out the inputs whose callers gave up since the call took them.
+func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
+	batch, a := l.share.workers[m.worker].buf, m.ask
+	n := 0
+	for _, i := range a.idx {
+		if !batch[i].gone {
+			a.idx[n] = i
+			n++
+		}
+	}
+	a.idx = a.idx[:n]
+	a.c <- struct{}{}
 }
 
 // admitPart handles part i of a DoMany: admits all its inputs, in order, or

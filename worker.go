@@ -67,10 +67,15 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 		j       job[K, I, O]
 		start   time.Duration // of the Call, by clock, with OnBatch
 		running bool          // a Call is running: neither returned nor panicked
+		rt      retries[K, I, O]
 	)
 	defer func() {
-		if running {
-			finish(j, ins, nil, nil, errGoexit, subs[:0], report(f, j, start))
+		if running && rt.attempt > 0 { // in a retry: the answers of the others stand
+			outs, errs := rt.goexit(f, j.key, j.batch)
+			finish(j, ins, outs, errs, nil, subs[:0], Batch[K]{}, rt.bs)
+			go work(f, jobs)
+		} else if running {
+			finish(j, ins, nil, nil, errGoexit, subs[:0], report(f, j, start), nil)
 			go work(f, jobs)
 		}
 	}()
@@ -89,7 +94,13 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 		running = true
 		outs, errs, all := invoke(j.ctx, f, j.key, ins)
 		running = false
-		subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start))
+		if f.retry == nil || errs == nil && all == nil {
+			subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start), nil)
+		} else {
+			ins, outs, errs = rt.run(f, j, ins, outs, errs, all, report(f, j, start), &running)
+			subs = finish(j, ins, outs, errs, nil, subs[:0], Batch[K]{}, rt.bs)
+			rt.done()
+		}
 		j = job[K, I, O]{} // holds the batch, which the loop may drop
 		if cap(ins) > keepCap {
 			ins = nil
@@ -102,9 +113,10 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 
 // finish releases j's key, then answers its callers, so that their next Do
 // comes after the release: first the Do and DoMany callers, then the Submits'
-// done, in batch order; then it gives OnBatch b, and only then tells the loop
-// it is idle. It returns subs, the buffer it used for the Submits.
-func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K]) []int {
+// done, in batch order; then it gives OnBatch b (or, after retries, each of
+// bs, whose Err is set), and only then tells the loop it is idle. It returns
+// subs, the buffer it used for the Submits.
+func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K], bs []Batch[K]) []int {
 	s := j.s
 	f := s.f
 	s.send(msg[K, I, O]{op: opRelease, key: j.key, worker: j.id})
@@ -112,8 +124,13 @@ func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Erro
 	for _, i := range subs {
 		callDone(s, j.batch[i], pick(outs, errs, all, i))
 	}
-	if f.onBatch != nil {
+	if f.onBatch != nil && bs == nil {
 		b.Err = failure(errs, all)
+		if onBatch(f, b) {
+			s.send(msg[K, I, O]{op: opPanicked, worker: 1})
+		}
+	}
+	for _, b := range bs {
 		if onBatch(f, b) {
 			s.send(msg[K, I, O]{op: opPanicked, worker: 1})
 		}

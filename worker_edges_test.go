@@ -98,7 +98,7 @@ func TestFlushWaitsForADirectCallsOnBatch(t *testing.T) {
 		synctest.Wait()
 		require.Len(t, flushed, 1)
 		assert.NoError(t, <-flushed)
-		assert.Equal(t, Batch[string]{Key: "a", Size: 1, Direct: true}, <-reported)
+		assert.Equal(t, Batch[string]{Key: "a", Size: 1, Direct: true, Attempt: 1}, <-reported)
 		assert.Equal(t, answer{10, nil}, got(t, a))
 	})
 }
