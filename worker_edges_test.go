@@ -274,6 +274,7 @@ func flushFromAnotherFerry(t *testing.T) {
 	defer f.Close()
 	out, err := f.Do(context.Background(), in{Key: "a", ID: 1})
 	assert.Equal(t, answer{10, nil}, answer{out, err})
+	synctest.Wait() // o's Do has returned; its goroutine sends its answer
 	assert.Equal(t, answer{90, nil}, got(t, o), "flushed")
 }
 
