@@ -152,6 +152,12 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
 		r.mu.Lock()
+		if r.cfg.Retry != nil { // every input failed
+			r.failed[key] = nil
+			for _, x := range ins {
+				r.failed[key] = append(r.failed[key], x.ID)
+			}
+		}
 		switch {
 		case cause == ErrCallTimeout && r.cfg.CallTimeout == 0:
 			r.fail("a call timed out with no CallTimeout")
