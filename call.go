@@ -182,6 +182,9 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 	}
 	releaseDirect(s, w.key, cancel, w)
 	released = true
+	if w.after != nil { // the key's earlier completions come first
+		<-w.after
+	}
 	var panicked int32
 	if bs == nil {
 		bs = []Batch[K]{b} // does not escape: no allocation
@@ -191,6 +194,7 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 			panicked = 1
 		}
 	}
+	close(w.fin)
 	s.send(msg[K, I, O]{op: opReported, w: w, worker: panicked})
 	return r.out, r.err
 }

@@ -102,8 +102,10 @@ func (cfg Config[K, I]) limits() (limits, int, error) {
 
 // Batch describes one finished call, for Config.OnBatch, which runs on the
 // goroutine that made the call: after its callers are answered (Submits' done
-// too) and before a direct call's Do returns. A slow OnBatch holds that
-// goroutine (a worker, and one of MaxInFlightBatches), not the call's key;
+// too) and before a direct call's Do returns. For one key, OnBatch and the
+// Submits' done run one at a time, in the order of the calls, a direct
+// call's too. A slow OnBatch holds that goroutine (a worker, and one of
+// MaxInFlightBatches) and the key's later completions, not the key's calls;
 // Flush and Close wait for it. A panic in OnBatch is recovered and counted in
 // Stats.OnBatchPanics; OnBatch must not call runtime.Goexit. Close from
 // OnBatch starts the close and returns at once, as it cannot wait for

@@ -90,6 +90,10 @@ type job[K comparable, I, O any] struct {
 	key   K
 	batch []*waiter[K, I, O]
 	ctx   context.Context
+	// With completions to order (Submits' done, OnBatch): the key's last
+	// batch's, to wait for before them (nil: none), and this one's, to close
+	// after them (see loop.completing).
+	after, fin chan struct{}
 }
 
 // countdown is a latch: the count of a DoMany's inputs not yet answered, in

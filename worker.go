@@ -39,8 +39,10 @@ const keepCap = 1024
 type worker[K comparable, I, O any] struct {
 	jobs chan job[K, I, O] // loop -> worker: a batch, only while idle; or a stop
 	buf  []*waiter[K, I, O]
-	idle bool // it has no batch: opIdle came since its last
-	owe  owed // to the Flush round in progress, told by its opIdle: see startRound
+	idle bool          // it has no batch: opIdle came since its last
+	owe  owed          // to the Flush round in progress, told by its opIdle: see startRound
+	fin  chan struct{} // its batch's, if it has completions to order: see loop.completing
+	key  K             // its batch's key, with fin
 
 	// With CancelAbandoned, while a batch is in flight: its tag (see inFlight),
 	// its inputs whose callers have not given up, and how to cancel its call.
@@ -121,6 +123,9 @@ func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Erro
 	f := s.f
 	s.send(msg[K, I, O]{op: opRelease, key: j.key, worker: j.id})
 	subs = reply(j.batch, outs, errs, all, subs)
+	if j.after != nil { // the key's earlier completions come first
+		<-j.after
+	}
 	for _, i := range subs {
 		callDone(s, j.batch[i], pick(outs, errs, all, i))
 	}
@@ -135,10 +140,23 @@ func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Erro
 			s.send(msg[K, I, O]{op: opPanicked, worker: 1})
 		}
 	}
+	if j.fin != nil {
+		close(j.fin)
+	}
 	clear(ins) // after the answers: outs may be ins
 	clear(j.batch)
 	s.send(msg[K, I, O]{op: opIdle, worker: j.id})
 	return subs
+}
+
+// hasSubmit reports whether a Submit's input is among ws.
+func hasSubmit[K comparable, I, O any](ws []*waiter[K, I, O]) bool {
+	for _, w := range ws {
+		if w.done != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // reply answers the inputs ws with a call's verdict, except Submits, whose
@@ -186,9 +204,13 @@ func callDone[K comparable, I, O any](s *shard[K, I, O], w *waiter[K, I, O], r r
 	done(r.out, r.err)
 }
 
-// callDoneAll calls the done of the Submits ws with err, for the loop, which
+// callDoneAll calls the done of the Submits ws with err, once the
+// completions of every batch in flight (after) are over, for the loop, which
 // waits for it.
-func callDoneAll[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O], err error) {
+func callDoneAll[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O], err error, after []chan struct{}) {
+	for _, c := range after {
+		<-c
+	}
 	for _, w := range ws {
 		callDone(s, w, result[O]{err: err})
 	}
