@@ -119,11 +119,25 @@ func report[K comparable, I, O any](f *Ferry[K, I, O], j job[K, I, O], start tim
 	if f.onBatch == nil {
 		return Batch[K]{}
 	}
-	b := Batch[K]{Key: j.key, Size: len(j.batch), Took: f.clock() - start}
+	b := Batch[K]{Key: j.key, Size: len(j.batch), Took: f.clock() - start, Attempt: 1}
 	oldest := start
 	for _, w := range j.batch {
 		b.Weight += w.weight // no wrap: take keeps a batch's weight within MaxInt64
 		oldest = min(oldest, w.at)
+	}
+	b.Wait = start - oldest
+	return b
+}
+
+// reportOf describes a retry of key's call on the inputs idx of batch, which
+// started at start, as it ends: all but Err and Attempt. Its Wait is from
+// the oldest of them to the retry's start.
+func reportOf[K comparable, I, O any](f *Ferry[K, I, O], key K, batch []*waiter[K, I, O], idx []int, start time.Duration) Batch[K] {
+	b := Batch[K]{Key: key, Size: len(idx), Took: f.clock() - start}
+	oldest := start
+	for _, i := range idx {
+		b.Weight += batch[i].weight
+		oldest = min(oldest, batch[i].at)
 	}
 	b.Wait = start - oldest
 	return b
@@ -153,15 +167,35 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 	}
 	outs, errs, all := invoke(cctx, f, w.key, w.in[:])
 	r := pick(outs, errs, all, 0)
+	var b Batch[K]
+	if f.onBatch != nil {
+		b = Batch[K]{Key: w.key, Size: 1, Weight: w.weight, Took: f.clock() - start, Err: failure(errs, all), Direct: true, Attempt: 1}
+	}
+	var bs []Batch[K] // with retries and OnBatch: every attempt's report
+	if f.retry != nil && r.err != nil {
+		r, bs = retryDirect(cctx, f, w, r, failure(errs, all), b)
+	}
 	if f.onBatch == nil {
 		releaseDirect(s, w.key, cancel, nil)
 		released = true
 		return r.out, r.err
 	}
-	b := Batch[K]{Key: w.key, Size: 1, Weight: w.weight, Took: f.clock() - start, Err: failure(errs, all), Direct: true}
 	releaseDirect(s, w.key, cancel, w)
 	released = true
-	s.send(msg[K, I, O]{op: opReported, w: w, panicked: onBatch(f, b)})
+	if w.after != nil { // the key's earlier completions come first
+		<-w.after
+	}
+	panicked := false
+	if bs == nil {
+		bs = []Batch[K]{b} // does not escape: no allocation
+	}
+	for _, b := range bs {
+		if onBatch(f, b) {
+			panicked = true
+		}
+	}
+	close(w.fin)
+	s.send(msg[K, I, O]{op: opReported, w: w, panicked: panicked})
 	return r.out, r.err
 }
 

@@ -42,6 +42,20 @@ type Config[K comparable, I any] struct {
 	CallTimeout     time.Duration  // 0: none. A call's context ends this long after it starts (ErrCallTimeout); < 0: invalid
 	CancelAbandoned bool           // cancel a batched call (ErrAbandoned) once every Do and DoMany caller of its batch has given up; a Submit's input never gives up
 	Shards          int            // loops, keys spread by hash, sharing the bounds; 0: GOMAXPROCS, at most MaxInFlightBatches; < 0: invalid
+
+	// Retry decides, after a call for key fails (an error, a panic, or
+	// CallTimeout; with an Errors, for the inputs it failed), whether to call
+	// again: attempt is the attempt that failed (1 for the first), err its
+	// error. With ok, the same worker (or a direct call's caller) waits
+	// backoff and calls again with the inputs still failed whose callers
+	// still wait, in their order; the answers come once, at the end. It runs
+	// on that goroutine; a panic in it is recovered as no retry. A backoff
+	// holds the worker (and its slot) and the key: no other call for the key
+	// starts, and nothing that joined its lane later overtakes the inputs
+	// retried. Close, or (for a direct call) the caller's ctx ending, ends a
+	// backoff at once with the last error (matching ErrClosed on close); with
+	// CancelAbandoned, so does every caller of the batch giving up. nil: never.
+	Retry func(key K, attempt int, err error) (backoff time.Duration, ok bool)
 }
 
 // limits validates cfg and returns the core's limits and the number of
@@ -88,8 +102,10 @@ func (cfg Config[K, I]) limits() (limits, int, error) {
 
 // Batch describes one finished call, for Config.OnBatch, which runs on the
 // goroutine that made the call: after its callers are answered (Submits' done
-// too) and before a direct call's Do returns. A slow OnBatch holds that
-// goroutine (a worker, and one of MaxInFlightBatches), not the call's key;
+// too) and before a direct call's Do returns. For one key, OnBatch and the
+// Submits' done run one at a time, in the order of the calls, a direct
+// call's too. A slow OnBatch holds that goroutine (a worker, and one of
+// MaxInFlightBatches) and the key's later completions, not the key's calls;
 // Flush and Close wait for it. A panic in OnBatch is recovered and counted in
 // Stats.OnBatchPanics; OnBatch must not call runtime.Goexit. Close from
 // OnBatch starts the close and returns at once, as it cannot wait for
@@ -102,6 +118,10 @@ type Batch[K comparable] struct {
 	Took   time.Duration // the call's own duration
 	Err    error         // the call's error: nil, an Errors, or any other error
 	Direct bool          // a direct call, made by its caller
+	// Attempt is the call's attempt for its inputs: 1 for the first, more for
+	// a retry (see Config.Retry). OnBatch is told of every attempt, in order,
+	// once the last is over.
+	Attempt int
 }
 
 // Defaults for the zero fields of Config, and the most workers New accepts.

@@ -33,6 +33,7 @@ type Ferry[K comparable, I, O any] struct {
 	stamp           bool          // callers stamp their inputs' submission time, for deadlines
 	timeout         time.Duration // Config.CallTimeout
 	cancelAbandoned bool
+	retry           func(K, int, error) (time.Duration, bool) // Config.Retry
 
 	origin time.Time // of every shard's clock: see clock
 
@@ -72,6 +73,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		stamp:           cfg.MaxBatchDelay > 0,
 		timeout:         cfg.CallTimeout,
 		cancelAbandoned: cfg.CancelAbandoned,
+		retry:           cfg.Retry,
 
 		seed: maphash.MakeSeed(),
 	}
@@ -121,8 +123,11 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) { return doInp
 // soon as the request is answered (a 202).
 //
 // Submit never makes a direct call. done runs on the worker that ran the call, after the
-// batch's Do and DoMany callers are answered (its key is free by then), so a slow done holds
-// its worker, and with it one of the MaxInFlightBatches, until it returns, but no other batch;
+// batch's Do and DoMany callers are answered (its key is free by then). For one key the dones run
+// one at a time, in the order of their inputs, never overlapping a later batch's: a later batch's
+// call runs, and its Do callers are answered, but its dones (and OnBatch) wait. So a slow done
+// holds its worker, and with it one of the MaxInFlightBatches, and the key's later completions
+// (the worker of each later batch of the key with a done or OnBatch), not the key's calls;
 // at close, on a goroutine of the ferry that Close waits for. done may call Submit. A panic in
 // done is recovered and counted in Stats.DonePanics; done must not call runtime.Goexit. Close
 // from done starts the close and returns at once, as it cannot wait for done (see Close); Flush

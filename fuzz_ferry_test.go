@@ -44,6 +44,15 @@ type ferryRun struct {
 	closeArm int          // 1: the next done or OnBatch to run calls Close; 2: one has
 	closeErr chan error   // what that Close returned
 	returned map[int]bool // Submits whose done, which blocks, has returned
+	// With Retry: its policy, and what it was told.
+	retryN     int              // attempts a policy allows
+	backoff    time.Duration    // between them
+	retryPanic bool             // Retry panics on its second question
+	failN      int              // calls of a batch leader that fail as its mode says; then they answer
+	tries      map[int]int      // by input id, calls led by it
+	failed     map[string][]int // by key, the failed inputs of its last call
+	retrying   map[string][]int // by key, the inputs a Retry said to call again
+	retried    int              // calls that were retries
 }
 
 // userClose calls Close from user code the ferry runs (a done, an OnBatch),
@@ -59,6 +68,7 @@ func (r *ferryRun) userClose() {
 	if fire {
 		r.closeErr <- r.f.Close()
 	}
+
 }
 
 // made is what OnBatch should report of a call.
@@ -137,6 +147,18 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 		}
 	}
 	mode := r.modes[ins[0].ID]
+	if r.cfg.Retry != nil {
+		r.checkRetry(key, ins)
+		if r.tries[ins[0].ID]++; r.tries[ins[0].ID] > r.failN {
+			mode &^= 3 // it answers now
+		}
+		r.failed[key] = nil
+		for _, x := range ins {
+			if mode%4 == 1 || mode%4 == 2 || mode%4 == 3 && x.ID%2 == 1 {
+				r.failed[key] = append(r.failed[key], x.ID)
+			}
+		}
+	}
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
@@ -151,6 +173,12 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
 		r.mu.Lock()
+		if r.cfg.Retry != nil { // every input failed
+			r.failed[key] = nil
+			for _, x := range ins {
+				r.failed[key] = append(r.failed[key], x.ID)
+			}
+		}
 		switch {
 		case cause == ErrCallTimeout && r.cfg.CallTimeout == 0:
 			r.fail("a call timed out with no CallTimeout")
@@ -204,6 +232,65 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 		return outs, errs
 	}
 	return outs, nil
+}
+
+// retry is the Retry of a run: it allows retryN attempts after backoff,
+// and panics on its second question if retryPanic. What it allows is checked
+// by the next call for the key (see checkRetry).
+func (r *ferryRun) retry(k any, attempt int, err error) (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key, _ := k.(string)
+	if err == nil || attempt < 1 {
+		r.fail("Retry for %s told attempt %d, error %v", key, attempt, err)
+	}
+	if fn := onLoop(); fn != "" {
+		r.fail("Retry ran on the loop, in %s", fn)
+	}
+	if r.retryPanic && attempt == 2 {
+		panic("fuzz Retry")
+	}
+	if attempt >= r.retryN {
+		return r.backoff, false
+	}
+	r.retrying[key] = r.failed[key]
+	return r.backoff, true
+}
+
+// checkRetry checks a call for key after a Retry said to call again: its
+// inputs are among those failed, in their order, unless the retry did not
+// happen: every caller of those gave up, or the ferry closed. r.mu is held.
+func (r *ferryRun) checkRetry(key string, ins []in) {
+	want, ok := r.retrying[key]
+	if !ok {
+		return
+	}
+	delete(r.retrying, key)
+	if subsequence(ins, want) { // ids are unique: only a retry calls them again
+		r.retried++
+		return
+	}
+	for _, id := range want {
+		if !r.cancelled[r.owner[id]] && !r.closed && !r.cfg.CancelAbandoned {
+			r.fail("call %v for %s after a Retry of %v: another call came between the attempts", ins, key, want)
+			return
+		}
+	}
+}
+
+// subsequence reports whether the ids of ins are in want, in its order.
+func subsequence(ins []in, want []int) bool {
+	j := 0
+	for _, x := range ins {
+		for j < len(want) && want[j] != x.ID {
+			j++
+		}
+		if j == len(want) {
+			return false
+		}
+		j++
+	}
+	return true
 }
 
 // fuzzKey is the lane of an input: its Key, except for the keys that no lane
@@ -354,7 +441,15 @@ func runFerry(t *testing.T, data []byte) {
 		cfg.MaxQueued += 192 // so that shards borrow and keep chunks of the room: see share
 	}
 	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{}, ok: map[int]bool{},
-		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}, closeErr: make(chan error, 1), returned: map[int]bool{}}
+		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}, closeErr: make(chan error, 1), returned: map[int]bool{},
+		tries: map[int]int{}, failed: map[string][]int{}, retrying: map[string][]int{}}
+	if opts&128 != 0 { // a Retry policy: attempts, backoff (0, 1ms or huge), a panic, calls that fail
+		p := b.next()
+		r.retryN, r.failN = 1+p%4, p/4%4
+		r.backoff = []time.Duration{0, time.Millisecond, math.MaxInt64 / 2, 0}[p/16%4]
+		r.retryPanic = p/64%4 == 0
+		cfg.Retry, r.cfg.Retry = r.retry, r.retry
+	}
 	if opts&8 == 0 {
 		cfg.OnBatch = r.onBatch
 	}
@@ -558,7 +653,7 @@ func runFerry(t *testing.T, data []byte) {
 	if s.Queued != 0 || s.Weight != 0 || s.Busy != 0 || s.Lanes != 0 {
 		t.Fatalf("after Close: %+v", s)
 	}
-	if s.Batches+s.DirectCalls < uint64(r.calls) || s.Batches > uint64(r.calls) {
+	if s.Batches+s.DirectCalls+uint64(r.retried) < uint64(r.calls) || s.Batches > uint64(r.calls) {
 		t.Fatalf("%d calls made, stats say %+v", r.calls, s)
 	}
 	if s.Admitted < s.Dropped+s.Batches {
@@ -642,6 +737,10 @@ var ferrySeeds = [][]byte{
 	{3, 4, 2, 2, 5, 9, 0, 0, 0, 1, 3, 0, 4, 1, 0, 2, 2, 1, 0, 1, 4, 2, 4, 4, 3, 7, 6, 0, 1, 3},
 	// long calls, many cancellations, Close while calls are in flight
 	{0, 0, 1, 0, 7, 0, 0, 0, 0, 0, 0, 12, 0, 1, 0, 0, 13, 3, 0, 3, 1, 4, 1, 0, 2, 1, 1, 14, 6, 0, 0, 4},
+	// Retry (3 attempts, 1ms apart, leaders fail twice), direct calls: a fails and is retried while a waits
+	{1, 0, 0, 1, 3, 0, 1, 128 | 8, 1 + 2*4 + 16 + 64, 0, 0, 0, 1, 0, 0, 1, 0, 0, 1, 4, 1, 4, 1, 4, 1, 4, 3},
+	// Retry with a huge backoff, then Close
+	{1, 0, 0, 1, 3, 0, 0, 128 | 8, 2 + 4 + 32 + 64, 0, 0, 0, 1, 0, 0, 1, 0, 0, 2, 4, 1, 6, 0, 0},
 	// direct calls: a runs, a waits and its batch runs Goexit, b's direct call runs Goexit; a again
 	{0, 0, 0, 0, 3, 0, 1, 0, 0, 0, 1, 0, 5, 0, 0, 1, 0, 16, 0, 1, 1, 0, 16, 4, 2, 0, 0, 1, 0, 0, 4, 3},
 	// batch 2, delay 1ms, 2 workers: a batch that runs Goexit, then a batch that does not

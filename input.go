@@ -28,6 +28,9 @@ type waiter[K comparable, I, O any] struct {
 	i       int   // DoMany: its index in g
 	part    int32 // DoMany: its part of g, the inputs in its shard
 	dropped bool  // loop-owned, DoMany: dropped for its caller, before any call, written before the part's word
+	gone    bool  // loop-owned: taken by a call, and its caller has given up since (Do, DoMany): not retried
+
+	after, fin chan struct{} // a direct call's, with OnBatch, written by the loop before errClaimed: see loop.completing
 }
 
 // prepare fills in w's input, key, weight and rank, and refuses a key that no

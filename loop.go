@@ -18,10 +18,20 @@ import (
 func inFlight(id int, n uint64) ticket { return ticket{rank: int64(id), seq: 1<<63 | n} }
 
 // directCall is a direct call in flight: its claim's number and, once it
-// runs, how to cancel it. It has no methods; the loop owns it.
+// runs, how to cancel it; with OnBatch, its place among its key's
+// completions (see completing). It has no methods; the loop owns it.
 type directCall struct {
-	n      uint64
-	cancel context.CancelCauseFunc
+	n          uint64
+	cancel     context.CancelCauseFunc
+	after, fin chan struct{}
+}
+
+// reported is a direct call released whose OnBatch runs: its claim's number,
+// its key and its fin (see completing). It has no methods; the loop owns it.
+type reported[K comparable] struct {
+	n   uint64
+	key K
+	fin chan struct{}
 }
 
 // loop is the state owned by the loop goroutine. loop: its methods run on
@@ -32,10 +42,16 @@ type loop[K comparable, I, O any] struct {
 	lim     limits          // the shard's
 	st      *state[K, *waiter[K, I, O]]
 	alarm   alarm
-	directs map[K]directCall            // direct calls in flight, by key
-	dpeak   int                         // most directs since the map was rebuilt; see shrink
-	reports map[*waiter[K, I, O]]uint64 // with OnBatch, direct calls released whose OnBatch runs: their claims' numbers, by waiter
-	rpeak   int                         // most reports since the map was rebuilt
+	directs map[K]directCall                 // direct calls in flight, by key
+	dpeak   int                              // most directs since the map was rebuilt; see shrink
+	reports map[*waiter[K, I, O]]reported[K] // with OnBatch, direct calls released whose OnBatch runs, by waiter
+	rpeak   int                              // most reports since the map was rebuilt
+
+	// completing holds, for each key whose last batch (or direct call) has
+	// completions to order (Submits' done, OnBatch) still running, a channel
+	// closed once they are over: the next such batch of the key waits for it
+	// before its own (see finish), so that they never overlap and come in order.
+	completing map[K]chan struct{}
 
 	rounds rounds // the Flushes: see rounds.go
 	claims uint64 // direct calls claimed
@@ -63,15 +79,16 @@ type loop[K comparable, I, O any] struct {
 func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own int) *loop[K, I, O] {
 	f := s.f
 	l := &loop[K, I, O]{
-		f:       f,
-		s:       s,
-		lim:     lim,
-		st:      newState[K, *waiter[K, I, O]](lim),
-		alarm:   newAlarm(),
-		directs: make(map[K]directCall),
-		reports: make(map[*waiter[K, I, O]]uint64),
-		stamps:  f.onBatch != nil && !f.stamp,
-		errFull: fmt.Errorf("%w: the room is full (MaxQueued %d)", ErrRejected, lim.queued),
+		f:          f,
+		s:          s,
+		lim:        lim,
+		st:         newState[K, *waiter[K, I, O]](lim),
+		alarm:      newAlarm(),
+		directs:    make(map[K]directCall),
+		reports:    make(map[*waiter[K, I, O]]reported[K]),
+		completing: make(map[K]chan struct{}),
+		stamps:     f.onBatch != nil && !f.stamp,
+		errFull:    fmt.Errorf("%w: the room is full (MaxQueued %d)", ErrRejected, lim.queued),
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, lim.queuedWeight),
 	}
@@ -174,7 +191,13 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		case claimed:
 			l.tally.DirectCalls++
 			l.claims++
-			l.directs[w.key] = directCall{n: l.claims}
+			d := directCall{n: l.claims}
+			if l.f.onBatch != nil { // its OnBatch comes after the key's last completions
+				d.after, d.fin = l.completing[w.key], make(chan struct{})
+				l.completing[w.key] = d.fin
+				w.after, w.fin = d.after, d.fin
+			}
+			l.directs[w.key] = d
 			l.dpeak = max(l.dpeak, len(l.directs))
 			w.c <- result[O]{err: errClaimed}
 		default:
@@ -214,18 +237,28 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		if l.closing {
 			go m.cancel(ErrClosed) // see close
 		} else {
-			l.directs[m.key] = directCall{l.directs[m.key].n, m.cancel}
+			d := l.directs[m.key]
+			d.cancel = m.cancel
+			l.directs[m.key] = d
 		}
 	case opRelease:
 		st.release(m.key, now)
 		if m.worker == byCaller {
-			n := l.directs[m.key].n
+			d := l.directs[m.key]
+			n := d.n
 			delete(l.directs, m.key)
 			l.directs = shrink(l.directs, &l.dpeak)
 			if m.w != nil { // its OnBatch runs now: a Flush and the end wait for its report
-				l.reports[m.w] = n
+				l.reports[m.w] = reported[K]{n, m.key, d.fin}
 				l.rpeak = max(l.rpeak, len(l.reports))
 			} else {
+				if d.fin != nil && l.completing[m.key] == d.fin { // no OnBatch after all (Goexit, or abandoned)
+					if d.after != nil {
+						l.completing[m.key] = d.after
+					} else {
+						delete(l.completing, m.key)
+					}
+				}
 				l.rounds.countIf(l.rounds.claimed(n))
 			}
 		} else if wk := l.share.workers[m.worker]; wk.cancel != nil {
@@ -234,8 +267,12 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		}
 	case opIdle:
 		l.idleWorker(int(m.worker))
+	case opRetry:
+		l.retryWanted(m)
 	case opReported:
-		n := l.reports[m.w]
+		rp := l.reports[m.w]
+		n := rp.n
+		l.done(rp.key, rp.fin)
 		delete(l.reports, m.w)
 		l.reports = shrink(l.reports, &l.rpeak)
 		l.rounds.countIf(l.rounds.claimed(n))
@@ -340,6 +377,7 @@ func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Duration) {
 // up, and cancels its call once no caller is left, with CancelAbandoned. w
 // may be in no batch, or in one that is over.
 func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
+	w.gone = true // not retried: see retryWanted
 	if w.tk.seq < 1<<63 {
 		return // not flying: still waiting, or CancelAbandoned is off
 	}
@@ -350,6 +388,22 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
 	if wk.live--; wk.live == 0 {
 		wk.cancel(ErrAbandoned) // only the ferry's contexts: no user code
 	}
+}
+
+// retryWanted answers a worker about to retry its batch: of the batch's
+// indexes it asks about, it keeps those whose callers still wait, in order,
+// leaving out the inputs whose callers gave up since the call took them.
+func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
+	batch, a := l.share.workers[m.worker].buf, m.ask
+	n := 0
+	for _, i := range a.idx {
+		if !batch[i].gone {
+			a.idx[n] = i
+			n++
+		}
+	}
+	a.idx = a.idx[:n]
+	a.c <- struct{}{}
 }
 
 // admitPart handles part i of a DoMany: admits all its inputs, in order, or
@@ -393,10 +447,23 @@ func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Duration) bool {
 	return ok
 }
 
+// done forgets key's completions, over with fin, unless a later batch's are
+// its key's already.
+func (l *loop[K, I, O]) done(key K, fin chan struct{}) {
+	if fin != nil && l.completing[key] == fin {
+		delete(l.completing, key)
+	}
+}
+
 // idleWorker frees worker id, which has answered its batch, and counts what
 // its batch owed the round in progress.
 func (l *loop[K, I, O]) idleWorker(id int) {
 	wk := l.share.workers[id]
+	if wk.fin != nil {
+		l.done(wk.key, wk.fin)
+		var zero K
+		wk.fin, wk.key = nil, zero
+	}
 	l.rounds.paid(wk.owe)
 	wk.owe = owed{}
 	if cap(wk.buf) > keepCap {
@@ -475,6 +542,10 @@ func (l *loop[K, I, O]) dispatch(now time.Duration) {
 			}
 			wk.owe = l.rounds.owe(n)
 		}
+		if l.f.onBatch != nil || hasSubmit(batch) { // its completions come after the key's last
+			j.after, j.fin = l.completing[key], make(chan struct{})
+			l.completing[key], wk.fin, wk.key = j.fin, j.fin, key
+		}
 		if l.f.cancelAbandoned { // after the round's look at the tickets
 			j.ctx, wk.cancel = context.WithCancelCause(l.s.ctx) // the ferry's: no user code
 			wk.tag, wk.live = inFlight(id, l.tally.Batches).seq, len(batch)
@@ -514,7 +585,11 @@ func (l *loop[K, I, O]) close() {
 	}
 	if len(subs) > 0 { // done is user code: off the loop, which waits for it
 		l.notify++
-		go callDoneAll(l.s, subs, ErrClosed)
+		var after []chan struct{} // the completions of batches in flight come first
+		for _, c := range l.completing {
+			after = append(after, c)
+		}
+		go callDoneAll(l.s, subs, ErrClosed, after)
 	}
 	clear(l.drained)
 	l.s.cancel(ErrClosed)

@@ -32,6 +32,7 @@ const (
 	opFlush                     // from Flush: m.cancel is its reply
 	opClose                     // from Close
 	opShutdown                  // from Shutdown
+	opRetry                     // from worker m.worker, before a retry: which of the inputs on m.ask still have a caller
 )
 
 // byCaller is the worker of a release from a direct call: its caller.
@@ -48,6 +49,16 @@ type msg[K comparable, I, O any] struct {
 	w        *waiter[K, I, O] // for opRelease byCaller, set if an opReported with it is to come
 	stats    chan Stats
 	cancel   context.CancelCauseFunc // opStart; for opFlush, the reply
+	ask      *ask                    // opRetry: the question, and where the answer goes
+}
+
+// ask is a worker's question to its loop before a retry (opRetry): idx, the
+// batch's indexes of the inputs to try again, which the loop cuts to those
+// whose callers still wait, in order, before its word on c (capacity 1). It
+// has no methods: the worker writes it, then the loop, then the worker reads.
+type ask struct {
+	idx []int
+	c   chan struct{}
 }
 
 // result is an answer to a waiter, sent on its channel, which is buffered 1.
@@ -81,6 +92,10 @@ type job[K comparable, I, O any] struct {
 	key   K
 	batch []*waiter[K, I, O]
 	ctx   context.Context
+	// With completions to order (Submits' done, OnBatch): the key's last
+	// batch's, to wait for before them (nil: none), and this one's, to close
+	// after them (see loop.completing).
+	after, fin chan struct{}
 }
 
 // countdown is a latch: the count of a DoMany's inputs not yet answered, in

@@ -59,11 +59,11 @@ func TestOnBatch(t *testing.T) {
 		bs := rep.get(t)
 		require.Len(t, bs, 5)
 		ms3 := 3 * time.Millisecond
-		assert.Equal(t, Batch[string]{Key: "a", Size: 2, Weight: 5, Wait: ms3, Took: 5 * time.Millisecond}, bs[0])
+		assert.Equal(t, Batch[string]{Key: "a", Size: 2, Weight: 5, Wait: ms3, Took: 5 * time.Millisecond, Attempt: 1}, bs[0])
 		ms10 := 10 * time.Millisecond
-		assert.Equal(t, Batch[string]{Key: "b", Size: 1, Weight: 1, Wait: ms10, Took: 7 * time.Millisecond}, bs[1], "at its deadline")
-		assert.Equal(t, Batch[string]{Key: "e", Size: 1, Wait: ms10, Err: errBoom}, bs[2])
-		assert.Equal(t, Batch[string]{Key: "m", Size: 2, Err: Errors{nil, errBoom}}, bs[3], "full at once")
+		assert.Equal(t, Batch[string]{Key: "b", Size: 1, Weight: 1, Wait: ms10, Took: 7 * time.Millisecond, Attempt: 1}, bs[1], "at its deadline")
+		assert.Equal(t, Batch[string]{Key: "e", Size: 1, Wait: ms10, Err: errBoom, Attempt: 1}, bs[2])
+		assert.Equal(t, Batch[string]{Key: "m", Size: 2, Err: Errors{nil, errBoom}, Attempt: 1}, bs[3], "full at once")
 		assert.ErrorAs(t, bs[4].Err, &pe, "the call panicked")
 		assert.Equal(t, Batch[string]{Key: "p", Size: 1, Wait: ms10}, Batch[string]{Key: bs[4].Key, Size: bs[4].Size, Wait: bs[4].Wait})
 		assert.Equal(t, uint64(0), f.Stats().OnBatchPanics)
@@ -116,7 +116,7 @@ func TestOnBatchOfADirectCall(t *testing.T) {
 		out, err := f.Do(context.Background(), in{Key: "a", ID: 1, W: 4})
 		require.NoError(t, err)
 		assert.Equal(t, 10, out)
-		assert.Equal(t, []Batch[string]{{Key: "a", Size: 1, Weight: 4, Took: 7 * time.Millisecond, Direct: true}}, rep.get(t),
+		assert.Equal(t, []Batch[string]{{Key: "a", Size: 1, Weight: 4, Took: 7 * time.Millisecond, Direct: true, Attempt: 1}}, rep.get(t),
 			"told before Do returns, on its goroutine, with Wait 0")
 		assert.Equal(t, Stats{DirectCalls: 1}, f.Stats())
 	})
@@ -158,9 +158,9 @@ func TestOnBatchWaitWithZeroDelay(t *testing.T) {
 		assert.Equal(t, []int{220, 230}, <-many)
 		ms3, ms4 := 3*time.Millisecond, 4*time.Millisecond
 		assert.ElementsMatch(t, []Batch[string]{ // a key's second call may report before its first
-			{Key: "a", Size: 1, Took: ms4}, {Key: "a", Size: 1, Wait: ms3},
-			{Key: "b", Size: 1, Took: ms4}, {Key: "b", Size: 1, Wait: ms3},
-			{Key: "c", Size: 1, Took: ms4}, {Key: "c", Size: 2, Wait: ms3},
+			{Key: "a", Size: 1, Took: ms4, Attempt: 1}, {Key: "a", Size: 1, Wait: ms3, Attempt: 1},
+			{Key: "b", Size: 1, Took: ms4, Attempt: 1}, {Key: "b", Size: 1, Wait: ms3, Attempt: 1},
+			{Key: "c", Size: 1, Took: ms4, Attempt: 1}, {Key: "c", Size: 2, Wait: ms3, Attempt: 1},
 		}, rep.get(t), "from its admission, with no delay too")
 	})
 }

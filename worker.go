@@ -39,8 +39,10 @@ const keepCap = 1024
 type worker[K comparable, I, O any] struct {
 	jobs chan job[K, I, O] // loop -> worker: a batch, only while idle; or a stop
 	buf  []*waiter[K, I, O]
-	idle bool // it has no batch: opIdle came since its last
-	owe  owed // to the Flush round in progress, told by its opIdle: see startRound
+	idle bool          // it has no batch: opIdle came since its last
+	owe  owed          // to the Flush round in progress, told by its opIdle: see startRound
+	fin  chan struct{} // its batch's, if it has completions to order: see loop.completing
+	key  K             // its batch's key, with fin
 
 	// With CancelAbandoned, while a batch is in flight: its tag (see inFlight),
 	// its inputs whose callers have not given up, and how to cancel its call.
@@ -67,10 +69,15 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 		j       job[K, I, O]
 		start   time.Duration // of the Call, by clock, with OnBatch
 		running bool          // a Call is running: neither returned nor panicked
+		rt      retries[K, I, O]
 	)
 	defer func() {
-		if running {
-			finish(j, ins, nil, nil, errGoexit, subs[:0], report(f, j, start))
+		if running && rt.attempt > 0 { // in a retry: the answers of the others stand
+			outs, errs := rt.goexit(f, j.key, j.batch)
+			finish(j, ins, outs, errs, nil, subs[:0], Batch[K]{}, rt.bs)
+			go work(f, jobs)
+		} else if running {
+			finish(j, ins, nil, nil, errGoexit, subs[:0], report(f, j, start), nil)
 			go work(f, jobs)
 		}
 	}()
@@ -89,7 +96,13 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 		running = true
 		outs, errs, all := invoke(j.ctx, f, j.key, ins)
 		running = false
-		subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start))
+		if f.retry == nil || errs == nil && all == nil {
+			subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start), nil)
+		} else {
+			ins, outs, errs = rt.run(f, j, ins, outs, errs, all, report(f, j, start), &running)
+			subs = finish(j, ins, outs, errs, nil, subs[:0], Batch[K]{}, rt.bs)
+			rt.done()
+		}
 		j = job[K, I, O]{} // holds the batch, which the loop may drop
 		if cap(ins) > keepCap {
 			ins = nil
@@ -102,26 +115,48 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 
 // finish releases j's key, then answers its callers, so that their next Do
 // comes after the release: first the Do and DoMany callers, then the Submits'
-// done, in batch order; then it gives OnBatch b, and only then tells the loop
-// it is idle. It returns subs, the buffer it used for the Submits.
-func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K]) []int {
+// done, in batch order; then it gives OnBatch b (or, after retries, each of
+// bs, whose Err is set), and only then tells the loop it is idle. It returns
+// subs, the buffer it used for the Submits.
+func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K], bs []Batch[K]) []int {
 	s := j.s
 	f := s.f
 	s.send(msg[K, I, O]{op: opRelease, key: j.key, worker: j.id})
 	subs = reply(j.batch, outs, errs, all, subs)
+	if j.after != nil { // the key's earlier completions come first
+		<-j.after
+	}
 	for _, i := range subs {
 		callDone(s, j.batch[i], pick(outs, errs, all, i))
 	}
-	if f.onBatch != nil {
+	if f.onBatch != nil && bs == nil {
 		b.Err = failure(errs, all)
 		if onBatch(f, b) {
 			s.send(msg[K, I, O]{op: opOnBatchPanicked})
 		}
 	}
+	for _, b := range bs {
+		if onBatch(f, b) {
+			s.send(msg[K, I, O]{op: opOnBatchPanicked})
+		}
+	}
+	if j.fin != nil {
+		close(j.fin)
+	}
 	clear(ins) // after the answers: outs may be ins
 	clear(j.batch)
 	s.send(msg[K, I, O]{op: opIdle, worker: j.id})
 	return subs
+}
+
+// hasSubmit reports whether a Submit's input is among ws.
+func hasSubmit[K comparable, I, O any](ws []*waiter[K, I, O]) bool {
+	for _, w := range ws {
+		if w.done != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // reply answers the inputs ws with a call's verdict, except Submits, whose
@@ -169,9 +204,13 @@ func callDone[K comparable, I, O any](s *shard[K, I, O], w *waiter[K, I, O], r r
 	done(r.out, r.err)
 }
 
-// callDoneAll calls the done of the Submits ws with err, for the loop, which
+// callDoneAll calls the done of the Submits ws with err, once the
+// completions of every batch in flight (after) are over, for the loop, which
 // waits for it.
-func callDoneAll[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O], err error) {
+func callDoneAll[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O], err error, after []chan struct{}) {
+	for _, c := range after {
+		<-c
+	}
 	for _, w := range ws {
 		callDone(s, w, result[O]{err: err})
 	}

@@ -98,7 +98,7 @@ func TestFlushWaitsForADirectCallsOnBatch(t *testing.T) {
 		synctest.Wait()
 		require.Len(t, flushed, 1)
 		assert.NoError(t, <-flushed)
-		assert.Equal(t, Batch[string]{Key: "a", Size: 1, Direct: true}, <-reported)
+		assert.Equal(t, Batch[string]{Key: "a", Size: 1, Direct: true, Attempt: 1}, <-reported)
 		assert.Equal(t, answer{10, nil}, got(t, a))
 	})
 }
@@ -274,6 +274,7 @@ func flushFromAnotherFerry(t *testing.T) {
 	defer f.Close()
 	out, err := f.Do(context.Background(), in{Key: "a", ID: 1})
 	assert.Equal(t, answer{10, nil}, answer{out, err})
+	synctest.Wait() // o's Do has returned; its goroutine sends its answer
 	assert.Equal(t, answer{90, nil}, got(t, o), "flushed")
 }
 
