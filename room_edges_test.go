@@ -24,10 +24,9 @@ import (
 func stopAfter(h *harness, sh int, resume func(), send func()) (release func()) {
 	send()
 	synctest.Wait()
-	c := make(chan Stats)
-	h.f.shards[sh].inc <- msg[string, in, int]{op: opStats, stats: c}
+	release = stop(h, sh) // queued behind m: the shard is still stopped
 	resume()
-	return func() { <-c; synctest.Wait() }
+	return release
 }
 
 // Item 1: an input heavier than the whole room is refused without room; its

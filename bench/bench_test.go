@@ -298,22 +298,9 @@ func inUse() int64 {
 // newFloor is the channel floor: a request to one goroutine, the reply
 // waited for in a select with the caller's context. It does no batching.
 func newFloor(setup) impl {
-	type req struct {
-		v int
-		c chan int
-	}
 	reqs := make(chan req, 1024)
 	quit := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case r := <-reqs:
-				r.c <- r.v
-			case <-quit:
-				return
-			}
-		}
-	}()
+	go answer(reqs, quit)
 	pool := sync.Pool{New: func() any { return make(chan int, 1) }}
 	return impl{
 		do: func(ctx context.Context, in int) (int, error) {
@@ -703,25 +690,12 @@ func newFerryOneShard(s setup) impl { return newFerryShards(s, 1) }
 // with its own channel, as ferry's shards each have their loop: an input
 // goes to the goroutine of its key modulo GOMAXPROCS.
 func newFloorPerP(s setup) impl {
-	type req struct {
-		v int
-		c chan int
-	}
 	procs := runtime.GOMAXPROCS(0)
 	reqs := make([]chan req, procs)
 	quit := make(chan struct{})
 	for i := range reqs {
 		reqs[i] = make(chan req, 1024)
-		go func() {
-			for {
-				select {
-				case r := <-reqs[i]:
-					r.c <- r.v
-				case <-quit:
-					return
-				}
-			}
-		}()
+		go answer(reqs[i], quit)
 	}
 	pool := sync.Pool{New: func() any { return make(chan int, 1) }}
 	return impl{
@@ -763,6 +737,25 @@ func BenchmarkCores(b *testing.B) {
 				defer x.close()
 				b.ReportMetric(run(b, s, x, withoutLive), "rejected/op")
 			})
+		}
+	}
+}
+
+// req is a request to the floor's server: v, answered on c.
+type req struct {
+	v int
+	c chan int
+}
+
+// answer is the floor's server: it answers each request with its input
+// until quit is closed.
+func answer(reqs <-chan req, quit <-chan struct{}) {
+	for {
+		select {
+		case r := <-reqs:
+			r.c <- r.v
+		case <-quit:
+			return
 		}
 	}
 }
