@@ -173,126 +173,35 @@ func (l *loop[K, I, O]) now() time.Duration {
 	return l.f.clock()
 }
 
+// handle is the loop's dispatch table: one call per message kind.
 func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
-	st := l.st
 	switch m.op {
 	case opAdmit:
-		w := m.w
-		if w.done != nil {
-			l.admitSubmit(w, now)
-			return
-		}
-		o, tk := st.admit(w.key, w.weight, w.rank, w.at, now, w)
-		switch o {
-		case admitted:
-			l.stamp(w) // after admit: with OnBatch, delay is 0 and the core keeps no time
-			w.tk = tk
-			l.tally.Admitted++
-		case claimed:
-			l.tally.DirectCalls++
-			l.claims++
-			d := directCall{n: l.claims}
-			if l.f.onBatch != nil { // its OnBatch comes after the key's last completions
-				d.after, d.fin = l.completing[w.key], make(chan struct{})
-				l.completing[w.key] = d.fin
-				w.after, w.fin = d.after, d.fin
-			}
-			l.directs[w.key] = d
-			l.dpeak = max(l.dpeak, len(l.directs))
-			w.c <- result[O]{err: errClaimed}
-		default:
-			w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
-		}
+		l.admit(m.w, now)
 	case opAdmitMany, opHold, opUnhold:
 		l.admitPart(m.w.g, m.part, m.op, now)
 	case opDrop:
-		w := m.w
-		if _, ok := st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
-			l.tally.Dropped++
-			l.rounds.countIf(w.tk.seq <= l.rounds.seq())
-			l.share.replyAfterLend(later[K, I, O]{c: w.c, r: result[O]{err: errDropped}}) // w.c is empty: it had no answer
-			return
-		}
-		l.gaveUp(w)
-		select {
-		case w.c <- result[O]{err: errKept}:
-		default: // w.c holds its answer, which says enough
-		}
+		l.drop(m.w, now)
 	case opDropMany:
-		g, p := m.w.g, &m.w.g.parts[m.part]
-		p.dropped = 0
-		for i := range g.ws {
-			switch w := &g.ws[i]; {
-			case w.part != m.part:
-			case l.dropOne(w, now):
-				p.dropped++
-				w.dropped = true
-				l.rounds.countIf(w.tk.seq <= l.rounds.seq())
-			default:
-				l.gaveUp(w)
-			}
-		}
-		l.share.replyAfterLend(later[K, I, O]{p: p})
+		l.dropPart(m.w.g, m.part, now)
 	case opStart:
-		if l.closing {
-			go m.cancel(ErrClosed) // see close
-		} else {
-			d := l.directs[m.key]
-			d.cancel = m.cancel
-			l.directs[m.key] = d
-		}
+		l.directStarted(m.key, m.cancel)
 	case opRelease:
-		st.release(m.key, now)
-		if m.worker == byCaller {
-			d := l.directs[m.key]
-			n := d.n
-			delete(l.directs, m.key)
-			l.directs = shrink(l.directs, &l.dpeak)
-			if m.w != nil { // its OnBatch runs now: a Flush and the end wait for its report
-				l.reports[m.w] = reported[K]{n, m.key, d.fin}
-				l.rpeak = max(l.rpeak, len(l.reports))
-			} else {
-				if d.fin != nil && l.completing[m.key] == d.fin { // no OnBatch after all (Goexit, or abandoned)
-					if d.after != nil {
-						l.completing[m.key] = d.after
-					} else {
-						delete(l.completing, m.key)
-					}
-				}
-				l.rounds.countIf(l.rounds.claimed(n))
-			}
-		} else if wk := l.share.workers[m.worker]; wk.cancel != nil {
-			wk.cancel(nil) // the call is over: free its context
-			wk.tag, wk.live, wk.cancel = 0, 0, nil
-		}
+		l.release(m, now)
 	case opIdle:
 		l.idleWorker(int(m.worker))
 	case opRetry:
 		l.retryWanted(m)
 	case opReported:
-		rp := l.reports[m.w]
-		n := rp.n
-		l.done(rp.key, rp.fin)
-		delete(l.reports, m.w)
-		l.reports = shrink(l.reports, &l.rpeak)
-		l.rounds.countIf(l.rounds.claimed(n))
-		if m.panicked {
-			l.tally.OnBatchPanics++
-		}
+		l.reported(m.w, m.panicked)
 	case opNotified:
-		l.notify--
+		l.notified()
 	case opDonePanicked:
 		l.tally.DonePanics++
 	case opOnBatchPanicked:
 		l.tally.OnBatchPanics++
 	case opFlush:
-		if l.closing {
-			m.cancel(ErrClosed)
-			return
-		}
-		if l.rounds.wait(m.cancel) {
-			l.startRound()
-		}
+		l.flush(m.cancel)
 	case opExit:
 		l.exited++
 	case opStats:
@@ -300,9 +209,151 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	case opClose:
 		l.close()
 	case opShutdown:
-		if !st.closed && !st.shuttingDown {
-			st.shutdown()
+		l.shutdown()
+	}
+}
+
+// admit admits a Do's or a Submit's input, or claims its key for a direct
+// call, or refuses it, and gives its caller the word.
+func (l *loop[K, I, O]) admit(w *waiter[K, I, O], now time.Duration) {
+	if w.done != nil {
+		l.admitSubmit(w, now)
+		return
+	}
+	o, tk := l.st.admit(w.key, w.weight, w.rank, w.at, now, w)
+	switch o {
+	case admitted:
+		l.stamp(w) // after admit: with OnBatch, delay is 0 and the core keeps no time
+		w.tk = tk
+		l.tally.Admitted++
+	case claimed:
+		l.tally.DirectCalls++
+		l.claims++
+		d := directCall{n: l.claims}
+		if l.f.onBatch != nil { // its OnBatch comes after the key's last completions
+			d.after, d.fin = l.completing[w.key], make(chan struct{})
+			l.completing[w.key] = d.fin
+			w.after, w.fin = d.after, d.fin
 		}
+		l.directs[w.key] = d
+		l.dpeak = max(l.dpeak, len(l.directs))
+		w.c <- result[O]{err: errClaimed}
+	default:
+		w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
+	}
+}
+
+// drop drops w, whose Do's caller gave up, if it still waits, and gives the
+// word errDropped; else it counts the caller out of w's batch and says
+// errKept, unless w's answer is there already.
+func (l *loop[K, I, O]) drop(w *waiter[K, I, O], now time.Duration) {
+	if _, ok := l.st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
+		l.tally.Dropped++
+		l.rounds.countIf(w.tk.seq <= l.rounds.seq())
+		l.share.replyAfterLend(later[K, I, O]{c: w.c, r: result[O]{err: errDropped}}) // w.c is empty: it had no answer
+		return
+	}
+	l.gaveUp(w)
+	select {
+	case w.c <- result[O]{err: errKept}:
+	default: // w.c holds its answer, which says enough
+	}
+}
+
+// dropPart drops what still waits of part i of g, whose DoMany's caller gave
+// up, marks those inputs dropped and counts them in the part; it counts the
+// caller out of the batches that hold the others.
+func (l *loop[K, I, O]) dropPart(g *group[K, I, O], i int32, now time.Duration) {
+	p := &g.parts[i]
+	p.dropped = 0
+	for j := range g.ws {
+		switch w := &g.ws[j]; {
+		case w.part != i:
+		case l.dropOne(w, now):
+			p.dropped++
+			w.dropped = true
+			l.rounds.countIf(w.tk.seq <= l.rounds.seq())
+		default:
+			l.gaveUp(w)
+		}
+	}
+	l.share.replyAfterLend(later[K, I, O]{p: p})
+}
+
+// directStarted records how to cancel key's direct call, which runs now, or
+// cancels it at once if the ferry is closing.
+func (l *loop[K, I, O]) directStarted(key K, cancel context.CancelCauseFunc) {
+	if l.closing {
+		go cancel(ErrClosed) // see close
+		return
+	}
+	d := l.directs[key]
+	d.cancel = cancel
+	l.directs[key] = d
+}
+
+// release frees m.key, whose call is over: a worker's (its context is freed)
+// or a direct call's, which is forgotten, or whose OnBatch is to be
+// reported (m.w set).
+func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
+	l.st.release(m.key, now)
+	if m.worker != byCaller {
+		if wk := l.share.workers[m.worker]; wk.cancel != nil {
+			wk.cancel(nil) // the call is over: free its context
+			wk.tag, wk.live, wk.cancel = 0, 0, nil
+		}
+		return
+	}
+	d := l.directs[m.key]
+	delete(l.directs, m.key)
+	l.directs = shrink(l.directs, &l.dpeak)
+	if m.w != nil { // its OnBatch runs now: a Flush and the end wait for its report
+		l.reports[m.w] = reported[K]{d.n, m.key, d.fin}
+		l.rpeak = max(l.rpeak, len(l.reports))
+		return
+	}
+	if d.fin != nil && l.completing[m.key] == d.fin { // no OnBatch after all (Goexit, or abandoned)
+		if d.after != nil {
+			l.completing[m.key] = d.after
+		} else {
+			delete(l.completing, m.key)
+		}
+	}
+	l.rounds.countIf(l.rounds.claimed(d.n))
+}
+
+// reported forgets the direct call of w, whose OnBatch has returned, and
+// counts it for its Flush round.
+func (l *loop[K, I, O]) reported(w *waiter[K, I, O], panicked bool) {
+	rp := l.reports[w]
+	l.done(rp.key, rp.fin)
+	delete(l.reports, w)
+	l.reports = shrink(l.reports, &l.rpeak)
+	l.rounds.countIf(l.rounds.claimed(rp.n))
+	if panicked {
+		l.tally.OnBatchPanics++
+	}
+}
+
+// notified counts out a goroutine that called Submits' done (see close).
+func (l *loop[K, I, O]) notified() { l.notify-- }
+
+// flush makes a Flush wait for a round, starting one if none is in progress;
+// at close it answers ErrClosed.
+func (l *loop[K, I, O]) flush(reply context.CancelCauseFunc) {
+	if l.closing {
+		reply(ErrClosed)
+		return
+	}
+	if l.rounds.wait(reply) {
+		l.startRound()
+	}
+}
+
+// shutdown starts a graceful close, once: see state.shutdown.
+func (l *loop[K, I, O]) shutdown() {
+	if !l.st.closed && !l.st.shuttingDown {
+		l.st.shutdown()
 	}
 }
 
