@@ -158,7 +158,7 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 	released := false
 	defer func() {
 		if !released { // the Call ran runtime.Goexit: no OnBatch, no report
-			releaseDirect(s, w.key, cancel, nil)
+			releaseDirect(s, w.key, cancel, nil, failedForGood(f, cctx, nil, errGoexit))
 		}
 	}()
 	var start time.Duration
@@ -175,12 +175,13 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 	if f.retry != nil && r.err != nil {
 		r, bs = retryDirect(cctx, f, w, r, failure(errs, all), b)
 	}
+	fail := failedForGood(f, cctx, nil, r.err)
 	if f.onBatch == nil {
-		releaseDirect(s, w.key, cancel, nil)
+		releaseDirect(s, w.key, cancel, nil, fail)
 		released = true
 		return r.out, r.err
 	}
-	releaseDirect(s, w.key, cancel, w)
+	releaseDirect(s, w.key, cancel, w, fail)
 	released = true
 	if w.after != nil { // the key's earlier completions come first
 		<-w.after
@@ -199,11 +200,12 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 	return r.out, r.err
 }
 
-// releaseDirect ends a direct call on key: its context, then its claim. With
-// w set, an opReported with w follows once OnBatch has returned.
-func releaseDirect[K comparable, I, O any](s *shard[K, I, O], key K, cancel context.CancelCauseFunc, w *waiter[K, I, O]) {
+// releaseDirect ends a direct call on key: its context, then its claim,
+// pausing key if fail is set (see failedForGood). With w set, an opReported
+// with w follows once OnBatch has returned.
+func releaseDirect[K comparable, I, O any](s *shard[K, I, O], key K, cancel context.CancelCauseFunc, w *waiter[K, I, O], fail error) {
 	cancel(nil)
-	s.send(msg[K, I, O]{op: opRelease, key: key, worker: byCaller, w: w})
+	s.send(msg[K, I, O]{op: opRelease, key: key, worker: byCaller, w: w, fail: fail})
 }
 
 // pkgPrefix is the prefix of the names of this package's functions, as

@@ -56,6 +56,19 @@ type Config[K comparable, I any] struct {
 	// backoff at once with the last error (matching ErrClosed on close); with
 	// CancelAbandoned, so does every caller of the batch giving up. nil: never.
 	Retry func(key K, attempt int, err error) (backoff time.Duration, ok bool)
+
+	// PauseOnError pauses a key once a call for it fails for good: it
+	// returned an error (for any of its inputs), a panic or CallTimeout,
+	// after Retry if set, while its context still held (a call ended by
+	// Close, by its direct caller's ctx or by CancelAbandoned pauses
+	// nothing). The inputs of the failed call get its answers as usual; the
+	// inputs waiting in the key's lane, and every input of the key given to
+	// Do, Submit or DoMany after that, get an error matching ErrPaused and
+	// the call's error, at once, until Resume(key). A paused key holds no
+	// lane and takes no room; other keys go on. A paused key's waiting
+	// Submits are told in their done, after the failed call's completions
+	// and before any later one of the key. false: a failure pauses nothing.
+	PauseOnError bool
 }
 
 // limits validates cfg and returns the core's limits and the number of
@@ -149,6 +162,12 @@ type Stats struct {
 	// would pass MaxQueuedWeight, or the inputs were heavier than the room
 	// can ever hold; and OnBatch calls that panicked (recovered and dropped).
 	Taken, RejectedFull, RejectedWeight, RejectedHeavy, OnBatchPanics uint64
+	// Paused is the number of keys paused now (Config.PauseOnError), and
+	// PausedOut, since New, the admitted inputs answered ErrPaused because
+	// their key was paused while they waited (those refused at admission are
+	// never admitted, and not counted).
+	Paused    int
+	PausedOut uint64
 }
 
 // add adds t to s. Weight saturates at MaxInt64: each shard's is within it,
@@ -173,6 +192,8 @@ func (s *Stats) add(t Stats) {
 	s.RejectedWeight += t.RejectedWeight
 	s.RejectedHeavy += t.RejectedHeavy
 	s.OnBatchPanics += t.OnBatchPanics
+	s.Paused += t.Paused
+	s.PausedOut += t.PausedOut
 }
 
 // shardCount is how many shards a ferry with these totals gets: n, or by

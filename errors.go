@@ -86,6 +86,12 @@ var (
 	// call took it, and is safe to send again. A Do whose input a call had
 	// taken gets ctx's error alone, as the call may still succeed.
 	ErrDropped = errors.New("ferry: dropped before its call")
+	// ErrPaused is matched, beside the failure that paused the key, by the
+	// error of every input of a key paused with Config.PauseOnError: those
+	// that waited in its lane when its call failed for good (a Do's or a
+	// DoMany's error, a Submit's done) and those given to Do, Submit or DoMany
+	// while it stays paused, at once (nothing is admitted), until Resume.
+	ErrPaused = errors.New("ferry: key paused")
 )
 
 var (

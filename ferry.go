@@ -34,6 +34,7 @@ type Ferry[K comparable, I, O any] struct {
 	timeout         time.Duration // Config.CallTimeout
 	cancelAbandoned bool
 	retry           func(K, int, error) (time.Duration, bool) // Config.Retry
+	pauseOnError    bool
 
 	origin time.Time // of every shard's clock: see clock
 
@@ -74,6 +75,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		timeout:         cfg.CallTimeout,
 		cancelAbandoned: cfg.CancelAbandoned,
 		retry:           cfg.Retry,
+		pauseOnError:    cfg.PauseOnError,
 
 		seed: maphash.MakeSeed(),
 	}
@@ -264,6 +266,16 @@ func (f *Ferry[K, I, O]) Stats() Stats {
 		st.add(s.stats())
 	}
 	return st
+}
+
+// Resume lets key's inputs in again after Config.PauseOnError paused it: an
+// input of key given to Do, Submit or DoMany after Resume returns is admitted
+// as usual (from the same goroutine, or one that saw Resume return). It is a
+// no-op if key is not paused, or the ferry closed. It blocks only to hand
+// the word to the key's shard, never for a call, and may be called from
+// user code (a Call, a done, an OnBatch).
+func (f *Ferry[K, I, O]) Resume(key K) {
+	f.shardOf(key).send(msg[K, I, O]{op: opResume, key: key})
 }
 
 // shardOf returns the shard of key k.

@@ -53,6 +53,10 @@ type loop[K comparable, I, O any] struct {
 	// before its own (see finish), so that they never overlap and come in order.
 	completing map[K]chan struct{}
 
+	paused  pauses[K]                      // the keys paused, with PauseOnError: see pause.go
+	pausing map[chan struct{}]pauseNote[K] // paused keys' notifiers in flight, by the fin each closes
+	cleared []*waiter[K, I, O]             // a paused key's waiting inputs, as it is paused
+
 	rounds rounds // the Flushes: see rounds.go
 	claims uint64 // direct calls claimed
 	notify int    // goroutines calling Submits' done that the loop waits for
@@ -92,7 +96,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, lim.queuedWeight),
 	}
-	l.share = share[K, I, O]{st: l.st, lim: lim, own: own, most: most, f: f}
+	l.share = share[K, I, O]{st: l.st, lim: lim, own: own, most: most, f: f, paused: &l.paused}
 	if n := len(f.shards); n > 1 { // the room starts in spare: see share
 		l.share.spare, l.share.slots = f.spare, f.slots
 		l.st.grow(-lim.queued, -sharedWeight(lim))
@@ -195,7 +199,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	case opReported:
 		l.reported(m.w, m.panicked)
 	case opNotified:
-		l.notified()
+		l.notified(m.fin)
 	case opDonePanicked:
 		l.tally.DonePanics++
 	case opOnBatchPanicked:
@@ -210,12 +214,18 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		l.close()
 	case opShutdown:
 		l.shutdown()
+	case opResume:
+		l.paused.resume(m.key)
 	}
 }
 
 // admit admits a Do's or a Submit's input, or claims its key for a direct
 // call, or refuses it, and gives its caller the word.
 func (l *loop[K, I, O]) admit(w *waiter[K, I, O], now time.Duration) {
+	if err, ok := l.paused.of(w.key); ok && l.admits() {
+		w.c <- result[O]{err: err}
+		return
+	}
 	if w.done != nil {
 		l.admitSubmit(w, now)
 		return
@@ -242,6 +252,11 @@ func (l *loop[K, I, O]) admit(w *waiter[K, I, O], now time.Duration) {
 		w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
 	}
 }
+
+// admits reports whether the room admits inputs: it is neither closed nor
+// shutting down. A paused key's input is refused as ErrPaused only then;
+// after, ErrClosed, as every other input.
+func (l *loop[K, I, O]) admits() bool { return !l.st.closed && !l.st.shuttingDown }
 
 // drop drops w, whose Do's caller gave up, if it still waits, and gives the
 // word errDropped; else it counts the caller out of w's batch and says
@@ -293,8 +308,8 @@ func (l *loop[K, I, O]) directStarted(key K, cancel context.CancelCauseFunc) {
 }
 
 // release frees m.key, whose call is over: a worker's (its context is freed)
-// or a direct call's, which is forgotten, or whose OnBatch is to be
-// reported (m.w set).
+// or a direct call's (see endDirect); then pauses the key if the call failed
+// for good, with PauseOnError.
 func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	l.st.release(m.key, now)
 	if m.worker != byCaller {
@@ -302,8 +317,17 @@ func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 			wk.cancel(nil) // the call is over: free its context
 			wk.tag, wk.live, wk.cancel = 0, 0, nil
 		}
-		return
+	} else {
+		l.endDirect(m)
 	}
+	if m.fail != nil { // after endDirect, which may give the key's completions back
+		l.pause(m.key, m.fail)
+	}
+}
+
+// endDirect forgets m.key's direct call, released, or keeps it until its
+// OnBatch is reported (m.w set).
+func (l *loop[K, I, O]) endDirect(m msg[K, I, O]) {
 	d := l.directs[m.key]
 	delete(l.directs, m.key)
 	l.directs = shrink(l.directs, &l.dpeak)
@@ -322,6 +346,48 @@ func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	l.rounds.countIf(l.rounds.claimed(d.n))
 }
 
+// pause pauses key, whose call failed for good with failure, and answers
+// the inputs waiting in its lane with the key's error: a Do's and a
+// DoMany's here; the Submits' done from a goroutine of their own
+// (notifyPaused), after the key's completions so far and before its next,
+// which the loop waits for as for a worker. What the inputs owed the Flush
+// round in progress is counted as they are answered: at once, or at the
+// notifier's opNotified.
+func (l *loop[K, I, O]) pause(key K, failure error) {
+	err := l.paused.pause(key, failure)
+	l.cleared = l.st.clearLane(key, l.cleared[:0])
+	if len(l.cleared) == 0 {
+		return
+	}
+	l.tally.PausedOut += uint64(len(l.cleared))
+	var subs []*waiter[K, I, O]
+	seq, owes := l.rounds.seq(), 0
+	for _, w := range l.cleared { // before reply: an answered waiter is its caller's
+		switch counted := w.tk.seq <= seq; {
+		case w.done != nil:
+			subs = append(subs, w)
+			if counted {
+				owes++
+			}
+		default:
+			l.rounds.countIf(counted)
+		}
+	}
+	reply(l.cleared, nil, nil, err, nil)
+	clear(l.cleared)
+	if len(subs) == 0 {
+		return
+	}
+	fin := make(chan struct{})
+	after := l.completing[key]
+	l.completing[key] = fin
+	if l.pausing == nil {
+		l.pausing = make(map[chan struct{}]pauseNote[K])
+	}
+	l.pausing[fin] = pauseNote[K]{key: key, owe: l.rounds.owe(owes)}
+	go notifyPaused(l.s, subs, err, after, fin) // done is user code: off the loop
+}
+
 // reported forgets the direct call of w, whose OnBatch has returned, and
 // counts it for its Flush round.
 func (l *loop[K, I, O]) reported(w *waiter[K, I, O], panicked bool) {
@@ -335,8 +401,19 @@ func (l *loop[K, I, O]) reported(w *waiter[K, I, O], panicked bool) {
 	}
 }
 
-// notified counts out a goroutine that called Submits' done (see close).
-func (l *loop[K, I, O]) notified() { l.notify-- }
+// notified counts out a goroutine that called Submits' done: close's, or
+// (fin set) a paused key's, whose completions are over and which pays what
+// it owed the Flush round (see pause).
+func (l *loop[K, I, O]) notified(fin chan struct{}) {
+	if fin == nil {
+		l.notify--
+		return
+	}
+	pn := l.pausing[fin]
+	delete(l.pausing, fin)
+	l.rounds.paid(pn.owe)
+	l.done(pn.key, fin)
+}
 
 // flush makes a Flush wait for a round, starting one if none is in progress;
 // at close it answers ErrClosed.
@@ -470,23 +547,59 @@ func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Dur
 		l.share.addGranted(p.n, p.total)
 		p.granted = false
 	}
-	switch r := l.st.room(p.n, p.total, p.heaviest); {
+	n, total, heaviest, paused := p.n, p.total, p.heaviest, 0
+	if o == opAdmitMany && l.paused.count() > 0 && l.admits() {
+		n, total, heaviest, paused = l.unpaused(g, i)
+	}
+	switch r := l.st.room(n, total, heaviest); {
 	case o == opUnhold:
-	case r != admitted:
-		p.err = l.reject(r, p.n, p.heaviest, p.total, len(g.ws))
+	case r != admitted && n > 0:
+		p.err = l.reject(r, n, heaviest, total, len(g.ws))
 	case o == opHold:
 		l.st.hold(p.n, p.total)
 		p.held = true
 	default:
 		for j := range g.ws {
-			if w := &g.ws[j]; w.part == i {
-				l.stamp(w)
-				w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
+			w := &g.ws[j]
+			if w.part != i {
+				continue
 			}
+			if err, ok := l.paused.of(w.key); ok && paused > 0 {
+				g.errs[w.i] = err
+				continue
+			}
+			l.stamp(w)
+			w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
 		}
-		l.tally.Admitted += uint64(p.n)
+		l.tally.Admitted += uint64(n)
+		if paused > 0 { // answered: the caller reads them once the part's word has come
+			g.count.done(paused)
+		}
 	}
 	l.share.replyAfterLend(later[K, I, O]{p: p}) // room held or granted may have been let go
+}
+
+// unpaused returns the count, the total weight and the heaviest of the
+// inputs of part i of g whose keys are not paused, which the room is to
+// hold, and how many are paused, whose inputs are answered at once. A total
+// past MaxInt64 for the whole group stands (see doInputs).
+func (l *loop[K, I, O]) unpaused(g *group[K, I, O], i int32) (n int, total, heaviest int64, paused int) {
+	for j := range g.ws {
+		w := &g.ws[j]
+		switch _, ok := l.paused.of(w.key); {
+		case w.part != i:
+		case ok:
+			paused++
+		default:
+			n++
+			total = addWeight(total, w.weight)
+			heaviest = max(heaviest, w.weight)
+		}
+	}
+	if p := &g.parts[i]; p.total < 0 {
+		total = p.total
+	}
+	return n, total, heaviest, paused
 }
 
 // dropOne drops w if it still waits, and counts it.
@@ -532,7 +645,7 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 // No busy worker owes an older round anything: a round ends only once all it
 // was owed has come, and close, which ends one early, starts no other.
 func (l *loop[K, I, O]) startRound() {
-	left := l.st.queued + len(l.directs) + len(l.reports) + l.notify
+	left := l.st.queued + len(l.directs) + len(l.reports) + l.notify + len(l.pausing)
 	for _, wk := range l.share.workers {
 		if wk != nil && !wk.idle {
 			left++
@@ -543,6 +656,10 @@ func (l *loop[K, I, O]) startRound() {
 		if wk != nil && !wk.idle {
 			wk.owe = l.rounds.owe(1)
 		}
+	}
+	for fin, pn := range l.pausing {
+		pn.owe = l.rounds.owe(1)
+		l.pausing[fin] = pn
 	}
 	l.st.flush()
 }
@@ -663,7 +780,7 @@ func (l *loop[K, I, O]) end() bool {
 	if st.shuttingDown && st.idle() {
 		l.close()
 	}
-	if !l.closing || st.busy > 0 || l.notify > 0 || l.share.busy() > 0 || len(l.reports) > 0 {
+	if !l.closing || st.busy > 0 || l.notify > 0 || len(l.pausing) > 0 || l.share.busy() > 0 || len(l.reports) > 0 {
 		return false
 	}
 	if !l.stopped {
@@ -700,5 +817,6 @@ func (l *loop[K, I, O]) end() bool {
 func (l *loop[K, I, O]) stats() Stats {
 	st, t := l.st, l.tally
 	t.Queued, t.Weight, t.Busy, t.Lanes = st.queued, st.weight, st.busy, len(st.lanes)
+	t.Paused = l.paused.count()
 	return t
 }

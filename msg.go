@@ -23,7 +23,7 @@ const (
 	opStart                     // from a direct call: it runs, and close cancels it with m.cancel
 	opRelease                   // from a worker or a direct call: m.key's call is over
 	opIdle                      // from worker m.worker: it has answered its batch (done and OnBatch returned); it is free
-	opNotified                  // from a goroutine that called Submits' done: it has finished
+	opNotified                  // from a goroutine that called Submits' done: it has finished (m.fin: a paused key's, see notifyPaused)
 	opReported                  // from a direct call whose release carried m.w: OnBatch has returned (m.panicked: it panicked)
 	opDonePanicked              // a Submit's done panicked
 	opOnBatchPanicked           // a worker's OnBatch panicked
@@ -33,6 +33,7 @@ const (
 	opClose                     // from Close
 	opShutdown                  // from Shutdown
 	opRetry                     // from worker m.worker, before a retry: which of the inputs on m.ask still have a caller
+	opResume                    // from Resume: m.key is no longer paused
 )
 
 // byCaller is the worker of a release from a direct call: its caller.
@@ -45,7 +46,9 @@ type msg[K comparable, I, O any] struct {
 	panicked bool             // opReported: the direct call's OnBatch panicked
 	worker   int32            // opRelease, opIdle: the worker, or byCaller
 	part     int32            // opAdmitMany, opHold, opUnhold, opDropMany: the part of m.w.g
-	key      K                // opRelease
+	key      K                // opRelease, opResume
+	fail     error            // opRelease, with PauseOnError: the call failed for good with it, which pauses m.key
+	fin      chan struct{}    // opNotified from a paused key's notifier: the completions it ran, over
 	w        *waiter[K, I, O] // for opRelease byCaller, set if an opReported with it is to come
 	stats    chan Stats
 	cancel   context.CancelCauseFunc // opStart; for opFlush, the reply

@@ -116,6 +116,8 @@ type share[K comparable, I, O any] struct {
 
 	replies []later[K, I, O] // words on room freed, with several shards: see replyAfterLend
 	lanes   map[K]laneGuess  // need's guesses within one wake-up, with direct calls: see claims
+	paused  *pauses[K]       // the loop's paused keys, whose inputs take no room: see need
+	resumed map[K]bool       // keys need read a Resume of within one wake-up
 }
 
 // borrowRoom borrows from spare what this shard lacks of room for the
@@ -149,8 +151,10 @@ func (sh *share[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
 // take none in one loop, and need counts none for them: an input heavier
 // than the whole room, a part that no room could hold (more inputs than
 // MaxQueued, or heavier than the room), a part whose room is held already or
-// came with it (granted), and a Do that claims its key for a direct call.
-// A total past MaxInt64 is -1.
+// came with it (granted), a Do that claims its key for a direct call, and
+// an input of a paused key (refused as ErrPaused), unless need read a Resume
+// of it first. A key paused within the wake-up is counted: that room is
+// given back at its end. A total past MaxInt64 is -1.
 func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
 	whole := sharedWeight(sh.lim)
 	direct := sh.lim.direct && sh.lim.delay == 0
@@ -160,6 +164,7 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
 		case opAdmit:
 			switch w := m.w; {
 			case w.weight > whole: // rejectedHeavy
+			case sh.pausedKey(w.key):
 			case direct && w.done == nil && sh.claims(w.key):
 			default:
 				need.n++
@@ -173,6 +178,8 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
 			switch {
 			case p.held, p.granted:
 			case p.n > sh.lim.queued || p.total < 0 || p.total > whole: // never fits: heaviest <= total
+			case m.op == opAdmitMany && sh.paused.count() > 0: // a hold holds for them all
+				need = sh.unpaused(need, m.w.g, m.part)
 			default:
 				need.n += p.n
 				need.w = addWeight(need.w, p.total)
@@ -188,9 +195,40 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
 			if direct {
 				sh.released(m.key)
 			}
+		case opResume:
+			if sh.paused.count() > 0 {
+				if sh.resumed == nil {
+					sh.resumed = make(map[K]bool)
+				}
+				sh.resumed[m.key] = true
+			}
 		}
 	}
 	clear(sh.lanes)
+	clear(sh.resumed)
+	return need
+}
+
+// pausedKey reports whether key's inputs are refused as paused, as need
+// reads them: paused as the wake-up started, and no Resume read since.
+func (sh *share[K, I, O]) pausedKey(key K) bool {
+	if sh.paused.count() == 0 {
+		return false
+	}
+	_, ok := sh.paused.of(key)
+	return ok && !sh.resumed[key]
+}
+
+// unpaused adds to need the inputs of part i of g whose keys are not paused
+// (see pausedKey), which the loop admits without the others (see
+// loop.unpaused).
+func (sh *share[K, I, O]) unpaused(need budget, g *group[K, I, O], i int32) budget {
+	for j := range g.ws {
+		if w := &g.ws[j]; w.part == i && !sh.pausedKey(w.key) {
+			need.n++
+			need.w = addWeight(need.w, w.weight)
+		}
+	}
 	return need
 }
 

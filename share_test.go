@@ -10,7 +10,9 @@ import (
 // share.need, without goroutines: the room a wake-up's admissions take, in
 // their order, if the core lets them all in. What one loop lets in without
 // room takes none: an input heavier than the room, a part no room could
-// hold, a part whose room is held or granted, a Do that claims its key.
+// hold, a part whose room is held or granted, a Do that claims its key, an
+// input of a paused key. Mutations: need counting a paused key's inputs
+// (the first case), or ignoring a Resume (the third).
 func TestShareNeed(t *testing.T) {
 	type (
 		w = waiter[string, in, int]
@@ -45,6 +47,7 @@ func TestShareNeed(t *testing.T) {
 		name   string
 		direct bool
 		setup  func(st *state[string, *w]) // the core as the wake-up starts
+		paused []string                    // keys paused as the wake-up starts
 		ms     []m
 		want   budget
 	}{
@@ -71,15 +74,26 @@ func TestShareNeed(t *testing.T) {
 		{name: "past MaxInt64", ms: []m{part(opAdmitMany, []string{"a", "b"}, math.MaxInt64, 1)}, want: budget{}},
 		{name: "granted", ms: []m{granted, do("z", 1)}, want: budget{1, 1}},
 		{name: "past MaxInt64 in all", ms: []m{do("a", 100), do("b", 100), part(opAdmitMany, []string{"c"}, 100)}, want: budget{3, 300}},
+		{name: "a paused key's inputs", paused: []string{"p"},
+			ms: []m{do("p", 5), submit("p", 6), part(opAdmitMany, []string{"a", "p"}, 2, 7), do("a", 1)}, want: budget{2, 3}},
+		{name: "a hold holds for a paused key's input too", paused: []string{"p"},
+			ms: []m{part(opHold, []string{"a", "p"}, 2, 7)}, want: budget{2, 9}},
+		{name: "a paused key resumed in the wake-up", paused: []string{"p"},
+			ms: []m{do("p", 5), {op: opResume, key: "p"}, do("p", 6), part(opAdmitMany, []string{"p"}, 7)}, want: budget{2, 13}},
 	} {
 		lim := limits{batchSize: 4, queued: 8, queuedWeight: 100, direct: tc.direct}
 		st := newState[string, *w](lim)
 		if tc.setup != nil {
 			tc.setup(st)
 		}
-		sh := share[string, in, int]{st: st, lim: lim}
+		var ps pauses[string]
+		for _, k := range tc.paused {
+			ps.pause(k, errBoom)
+		}
+		sh := share[string, in, int]{st: st, lim: lim, paused: &ps}
 		assert.Equal(t, tc.want, sh.need(tc.ms), tc.name)
 		assert.Empty(t, sh.lanes, "%s: the guesses are forgotten", tc.name)
+		assert.Empty(t, sh.resumed, "%s: the Resumes are forgotten", tc.name)
 	}
 	// borrowRoom takes what need lacks from spare, and nothing once the
 	// core refuses every admission.

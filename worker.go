@@ -113,15 +113,16 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 	}
 }
 
-// finish releases j's key, then answers its callers, so that their next Do
-// comes after the release: first the Do and DoMany callers, then the Submits'
+// finish releases j's key (pausing it, with PauseOnError, if the call failed
+// for good), then answers its callers, so that their next Do comes after the
+// release: first the Do and DoMany callers, then the Submits'
 // done, in batch order; then it gives OnBatch b (or, after retries, each of
 // bs, whose Err is set), and only then tells the loop it is idle. It returns
 // subs, the buffer it used for the Submits.
 func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K], bs []Batch[K]) []int {
 	s := j.s
 	f := s.f
-	s.send(msg[K, I, O]{op: opRelease, key: j.key, worker: j.id})
+	s.send(msg[K, I, O]{op: opRelease, key: j.key, worker: j.id, fail: failedForGood(f, j.ctx, errs, all)})
 	subs = reply(j.batch, outs, errs, all, subs)
 	if j.after != nil { // the key's earlier completions come first
 		<-j.after
