@@ -30,7 +30,7 @@ func TestAwait(t *testing.T) {
 		{name: "later, cancel open", cancel: 1, late: true, want: 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
 				s := &shard[int, int, int]{done: make(chan struct{})}
 				c := make(chan int, 1)
 				var cancel chan struct{}

@@ -59,7 +59,7 @@ func TestResults(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
 				n := 0
 				f, err := New(func(ctx context.Context, key string, ins []in) ([]int, error) {
 					if n++; n > 1 {
@@ -89,7 +89,7 @@ func TestResults(t *testing.T) {
 }
 
 func TestDirectCallPanics(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		f, err := New(func(context.Context, string, []in) ([]int, error) { panic(errors.New("bad")) },
 			Config[string, in]{Key: inCfg.Key, DirectCalls: true})
 		require.NoError(t, err)
@@ -106,7 +106,7 @@ func TestDirectCallPanics(t *testing.T) {
 // fails its batch, and the ferry goes on with as many workers as before; in a
 // direct call it ends the caller's goroutine, and the key is released.
 func TestCallGoexit(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		for _, direct := range []bool{false, true} {
 			h := newHarness(t, Config[string, in]{DirectCalls: direct, MaxInFlightBatches: 1}, false)
 			orig := h.f.call
@@ -144,7 +144,7 @@ func TestErrorTypes(t *testing.T) {
 }
 
 func TestCallTimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		var rep reports
 		type seen struct {
 			deadline time.Duration // after the call's start
@@ -200,7 +200,7 @@ func TestCallTimeout(t *testing.T) {
 }
 
 func TestCloseErrorsMatchErrClosed(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		call := func(ctx context.Context, key string, ins []in) ([]int, error) {
 			<-ctx.Done()
 			switch key {
@@ -250,7 +250,7 @@ func TestCloseErrorsMatchErrClosed(t *testing.T) {
 }
 
 func TestCancelAbandoned(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		causes := make(chan error, 8)
 		call := func(ctx context.Context, _ string, ins []in) ([]int, error) {
 			<-ctx.Done()
@@ -320,7 +320,7 @@ func TestCancelAbandoned(t *testing.T) {
 // A call that runs runtime.Goexit on a worker whose last batch held Submits
 // answers its own batch only: the worker's buffer of Submits starts empty.
 func TestGoexitAfterSubmits(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		call := func(_ context.Context, key string, ins []in) ([]int, error) {
 			if key == "exit" {
 				runtime.Goexit()

@@ -16,7 +16,7 @@ import (
 // direct calls, and a caller that gives up.
 
 func TestFullRoomRejectsAtOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second, MaxQueued: 3, MaxQueuedWeight: 5}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -42,7 +42,7 @@ func TestFullRoomRejectsAtOnce(t *testing.T) {
 }
 
 func TestTooHeavyInputIsRejectedWithReason(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxQueuedWeight: 10, DirectCalls: true}, false)
 		defer h.f.Close()
 		_, err := h.f.Do(context.Background(), in{Key: "a", W: 11})
@@ -54,7 +54,7 @@ func TestTooHeavyInputIsRejectedWithReason(t *testing.T) {
 }
 
 func TestNegativeWeightIsAnError(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{}, false)
 		defer h.f.Close()
 		_, err := h.f.Do(context.Background(), in{Key: "a", W: -1})
@@ -66,7 +66,7 @@ func TestNegativeWeightIsAnError(t *testing.T) {
 }
 
 func TestLaneIsInRankOrderTiesByArrival(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: 10 * time.Millisecond}, false)
 		defer h.f.Close()
 		var cs []chan answer
@@ -83,7 +83,7 @@ func TestLaneIsInRankOrderTiesByArrival(t *testing.T) {
 }
 
 func TestFerryBatchRule(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchSize: 3, MaxBatchWeight: 10, MaxBatchDelay: time.Millisecond, MaxInFlightBatches: 1}, true)
 		defer h.f.Close()
 		for i, w := range []int64{4, 4, 4, 12, 1, 1, 1, 1} {
@@ -103,7 +103,7 @@ func TestFerryBatchRule(t *testing.T) {
 }
 
 func TestFullLaneIsReadyAtOncePartialWaitsForOldest(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchSize: 3, MaxBatchDelay: 10 * time.Millisecond}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -127,7 +127,7 @@ func TestFullLaneIsReadyAtOncePartialWaitsForOldest(t *testing.T) {
 }
 
 func TestOneCallPerKeyWhileInputsJoin(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxInFlightBatches: 4}, true)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -152,7 +152,7 @@ func TestOneCallPerKeyWhileInputsJoin(t *testing.T) {
 }
 
 func TestReleasedLaneJoinsTheBackOfTheLine(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxInFlightBatches: 1}, true)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -173,7 +173,7 @@ func TestReleasedLaneJoinsTheBackOfTheLine(t *testing.T) {
 }
 
 func TestAtMostMaxInFlightBatches(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxInFlightBatches: 2}, true)
 		defer h.f.Close()
 		var cs []chan answer
@@ -195,7 +195,7 @@ func TestAtMostMaxInFlightBatches(t *testing.T) {
 }
 
 func TestDirectCall(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		var h *harness
 		seenValue := make(chan any, 1)
 		h = newHarness(t, Config[string, in]{DirectCalls: true, MaxQueued: 1, MaxInFlightBatches: 1}, true)
@@ -242,7 +242,7 @@ func TestDirectCall(t *testing.T) {
 }
 
 func TestDirectCallContextEnds(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{DirectCalls: true}, true)
 		ctx, cancel := context.WithCancel(context.Background())
 		a := h.do(ctx, in{Key: "a", ID: 1})
@@ -262,7 +262,7 @@ func TestDirectCallContextEnds(t *testing.T) {
 }
 
 func TestBatchedCallContextEndsOnlyWithClose(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{}, true)
 		ctx, cancel := context.WithCancel(context.Background())
 		a := h.do(ctx, in{Key: "a", ID: 1})
@@ -281,7 +281,7 @@ func TestBatchedCallContextEndsOnlyWithClose(t *testing.T) {
 }
 
 func TestCancelledWaitingInputIsDropped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second}, false)
 		defer h.f.Close()
 		ctx, cancel := context.WithCancelCause(context.Background())

@@ -19,7 +19,7 @@ import (
 // hold, user code that misbehaves, Shutdown's start, and the bookkeeping.
 
 func TestWeightsAtMaxInt64(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxQueuedWeight: math.MaxInt64, MaxBatchDelay: time.Second}, true)
 		defer h.f.Close()
 		h.do(context.Background(), in{Key: "a", ID: 0, W: math.MaxInt64})
@@ -36,7 +36,7 @@ func TestWeightsAtMaxInt64(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, answer{10, nil}, got(t, a))
 	})
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second}, false)
 		defer h.f.Close()
 		h.do(context.Background(), in{Key: "a", ID: 1, W: math.MaxInt64 - 1}) // a partial lane
@@ -49,7 +49,7 @@ func TestWeightsAtMaxInt64(t *testing.T) {
 }
 
 func TestBatchWeightNeverWraps(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchWeight: 1, MaxBatchDelay: time.Second}, true)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -73,7 +73,7 @@ func TestBatchWeightNeverWraps(t *testing.T) {
 }
 
 func TestDelayMaxInt64IsFullBatchesOnly(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchSize: 2, MaxBatchDelay: math.MaxInt64}, false)
 		ctx := context.Background()
 		advance(time.Millisecond) // submission time + delay passes MaxInt64 ns since New
@@ -156,7 +156,7 @@ func TestNoCrash(t *testing.T) {
 	for name, run := range crashers {
 		t.Run(name, func(t *testing.T) {
 			if os.Getenv("FERRY_CRASHER") == name {
-				synctest.Test(t, run)
+				bubble(t, run)
 				return
 			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestNoCrash$/^"+t.Name()[len("TestNoCrash/"):]+"$", "-test.v")
@@ -186,7 +186,7 @@ func (c *blockingCtx) Value(key any) any {
 // Item 8: at Close, cancelling a direct call's context calls its parent's
 // Value; that runs off the loop, so a blocking Value stalls nothing.
 func TestCloseRunsNoCallerContextMethodOnTheLoop(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{DirectCalls: true}, true)
 		parent, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -211,7 +211,7 @@ func TestCloseRunsNoCallerContextMethodOnTheLoop(t *testing.T) {
 
 // Item 9: Shutdown with a context that has ended still starts the shutdown.
 func TestShutdownWithEndedContextStartsIt(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		ended, cancel := context.WithCancel(context.Background())
 		cancel()
 		for range 64 { // a select between a ready send and a ready ctx.Done is a coin toss
@@ -231,7 +231,7 @@ func TestShutdownWithEndedContextStartsIt(t *testing.T) {
 // Item 12: a direct call's caller is the call: when its context ends it
 // returns what the call returns, once the call returns.
 func TestDirectCallerWaitsForItsCall(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		f, err := New(func(ctx context.Context, _ string, ins []in) ([]int, error) {
 			time.Sleep(time.Second) // ignores ctx
 			return []int{7}, ctx.Err()
@@ -270,7 +270,7 @@ func TestDirectCallsMapShrinks(t *testing.T) {
 }
 
 func TestNilErrorsIsNoError(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		for _, direct := range []bool{false, true} {
 			f, err := New(func(_ context.Context, _ string, ins []in) ([]int, error) {
 				var errs Errors // no input failed
@@ -291,7 +291,7 @@ func TestAbsurdLimitsAreErrors(t *testing.T) {
 	cfg.MaxInFlightBatches = math.MaxInt
 	_, err := New(call, cfg)
 	assert.ErrorContains(t, err, "Config.MaxInFlightBatches is 9223372036854775807, over MaxInFlightBatchesLimit 65536")
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		cfg.MaxInFlightBatches = MaxInFlightBatchesLimit
 		cfg.MaxBatchSize, cfg.MaxQueued, cfg.MaxBatchWeight, cfg.MaxQueuedWeight = math.MaxInt, math.MaxInt, math.MaxInt64, math.MaxInt64
 		f, err := New(func(_ context.Context, _ string, ins []in) ([]int, error) { return make([]int, len(ins)), nil }, cfg)
@@ -305,7 +305,7 @@ func TestAbsurdLimitsAreErrors(t *testing.T) {
 // Shutdown from inside a batched call, with the call's context, would wait
 // for that very call: it is refused at once.
 func TestShutdownFromInsideACall(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		var f *Ferry[string, in, int]
 		f, err := New(func(ctx context.Context, _ string, ins []in) ([]int, error) {
 			return []int{0}, f.Shutdown(ctx)

@@ -15,7 +15,7 @@ import (
 // A Do whose ctx ends can tell a dropped input, which no call will see, from
 // one that a call had taken, which may still succeed.
 func TestDoDroppedOrTaken(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour}, true)
 		defer h.f.Close()
 		waiting, cancelWaiting := context.WithCancel(context.Background())
@@ -46,7 +46,7 @@ func TestDoDroppedOrTaken(t *testing.T) {
 // A DoMany whose ctx ends tells, input by input, which were dropped before
 // any call took them and which a call had taken.
 func TestDoManyDroppedOrTaken(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour, MaxBatchSize: 1, MaxInFlightBatches: 1}, true)
 		defer h.f.Close()
 		ctx, cancel := context.WithCancel(context.Background())

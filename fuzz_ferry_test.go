@@ -724,7 +724,7 @@ func FuzzFerry(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		synctest.Test(t, func(t *testing.T) { runFerry(t, data) })
+		bubble(t, func(t *testing.T) { runFerry(t, data) })
 	})
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -238,3 +240,38 @@ func tens(ins []in) []int {
 }
 
 var errBoom = errors.New("boom")
+
+// bubble runs f in a synctest bubble, as synctest.Test does, but a bubble
+// whose goroutines all block for good fails its test instead of crashing
+// the test binary: synctest.Test panics with a deadlock error, recovered
+// here. Its goroutines stay blocked, and leak; the other tests go on. Any
+// other panic goes on up.
+func bubble(t *testing.T, f func(*testing.T)) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			if err, ok := r.(error); ok && strings.Contains(err.Error(), "deadlock: all goroutines in bubble are blocked") {
+				t.Fatalf("the bubble deadlocked: %v", err)
+			}
+			panic(r)
+		}
+	}()
+	synctest.Test(t, f)
+}
+
+// TestBubbleDeadlockFails checks bubble's promise: a deadlocked bubble
+// fails its test and the binary goes on. It runs a deadlock in a subtest
+// and expects that subtest, alone, to fail. Mutation: bubble calling
+// synctest.Test bare (the binary crashes).
+func TestBubbleDeadlockFails(t *testing.T) {
+	if os.Getenv("FERRY_BUBBLE_DEADLOCK") == "1" {
+		bubble(t, func(*testing.T) { <-make(chan int) })
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBubbleDeadlockFails$", "-test.v")
+	cmd.Env = append(os.Environ(), "FERRY_BUBBLE_DEADLOCK=1")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "the deadlocked bubble's test fails")
+	assert.Contains(t, string(out), "the bubble deadlocked")
+	assert.NotContains(t, string(out), "panic:", "no crash")
+}

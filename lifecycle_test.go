@@ -39,7 +39,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 }
 
 func TestDoAfterCloseAndDuringShutdown(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{}, true)
 		ctx := context.Background()
 		a := h.do(ctx, in{Key: "a", ID: 1})
@@ -60,7 +60,7 @@ func TestDoAfterCloseAndDuringShutdown(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour, MaxBatchSize: 1}, true)
 		ctx := context.Background()
 		a := h.do(ctx, in{Key: "a", ID: 1})
@@ -88,7 +88,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestShutdownRunsWhatWaits(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour, MaxBatchSize: 2, MaxInFlightBatches: 1}, false)
 		ctx := context.Background()
 		var cs []chan answer
@@ -111,7 +111,7 @@ func TestShutdownRunsWhatWaits(t *testing.T) {
 }
 
 func TestShutdownGivesUpWithItsContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{}, true)
 		a := h.do(context.Background(), in{Key: "a", ID: 1})
 		synctest.Wait()
@@ -131,7 +131,7 @@ func TestShutdownGivesUpWithItsContext(t *testing.T) {
 }
 
 func TestShutdownAfterClose(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{}, false)
 		require.NoError(t, h.f.Close())
 		assert.NoError(t, h.f.Shutdown(context.Background()))
@@ -140,7 +140,7 @@ func TestShutdownAfterClose(t *testing.T) {
 }
 
 func TestFlushAnswersWhatWaits(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour, MaxBatchSize: 4, MaxInFlightBatches: 1}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -175,7 +175,7 @@ func TestFlushAnswersWhatWaits(t *testing.T) {
 }
 
 func TestFlushWaitsForCallsInFlight(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{DirectCalls: true}, true)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -208,7 +208,7 @@ func TestFlushWaitsForCallsInFlight(t *testing.T) {
 // make what waits due at once if it has.
 func TestQueuedFlushOnAShardWithNoWorker(t *testing.T) {
 	t.Run("nothing to wait for", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
 			h := newHarness(t, Config[string, in]{DirectCalls: true}, true)
 			defer h.f.Close()
 			ctx := context.Background()
@@ -232,7 +232,7 @@ func TestQueuedFlushOnAShardWithNoWorker(t *testing.T) {
 		})
 	})
 	t.Run("an input waiting for its deadline", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
 			h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour}, false)
 			defer h.f.Close()
 			ctx := context.Background()
@@ -263,7 +263,7 @@ func TestQueuedFlushOnAShardWithNoWorker(t *testing.T) {
 }
 
 func TestFlushClosed(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{}, true)
 		a := h.do(context.Background(), in{Key: "a", ID: 1})
 		synctest.Wait()
@@ -279,7 +279,7 @@ func TestFlushClosed(t *testing.T) {
 }
 
 func TestFlushFromInsideACall(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		var f *Ferry[string, in, int]
 		f, err := New(func(ctx context.Context, _ string, ins []in) ([]int, error) {
 			return make([]int, len(ins)), f.Flush(ctx)

@@ -16,7 +16,7 @@ import (
 // Tests of DoMany: all or none, per-input errors, a ctx that ends, close.
 
 func TestDoMany(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchSize: 4, MaxBatchDelay: time.Second, DirectCalls: true}, false)
 		defer h.f.Close()
 		var ins []in
@@ -39,7 +39,7 @@ func TestDoMany(t *testing.T) {
 }
 
 func TestDoManyIsAllOrNone(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second, MaxQueued: 4, MaxQueuedWeight: 10}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -72,7 +72,7 @@ func TestDoManyIsAllOrNone(t *testing.T) {
 }
 
 func TestDoManyErrors(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		boom := errors.New("boom")
 		f, err := New(func(_ context.Context, key string, ins []in) ([]int, error) {
 			if key == "bad" {
@@ -102,7 +102,7 @@ func TestDoManyErrors(t *testing.T) {
 }
 
 func TestDoManyContextEnds(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchSize: 2, MaxBatchDelay: time.Hour}, true)
 		defer h.f.Close()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -129,7 +129,7 @@ func TestDoManyContextEnds(t *testing.T) {
 }
 
 func TestDoManyClose(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchSize: 2, MaxBatchDelay: time.Hour}, true)
 		c := make(chan error, 1)
 		go func() {

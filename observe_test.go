@@ -14,7 +14,7 @@ import (
 // Tests of what a ferry tells of itself: OnBatch and Stats.
 
 func TestOnBatch(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		var rep reports
 		took := map[string]time.Duration{"a": 5 * time.Millisecond, "b": 7 * time.Millisecond}
 		call := func(ctx context.Context, key string, ins []in) ([]int, error) {
@@ -71,7 +71,7 @@ func TestOnBatch(t *testing.T) {
 }
 
 func TestOnBatchRunsAfterTheAnswers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		gate := make(chan struct{})
 		var rep reports
 		cfg := inCfg
@@ -102,7 +102,7 @@ func TestOnBatchRunsAfterTheAnswers(t *testing.T) {
 }
 
 func TestOnBatchOfADirectCall(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		var rep reports
 		call := func(_ context.Context, _ string, ins []in) ([]int, error) {
 			time.Sleep(7 * time.Millisecond)
@@ -125,7 +125,7 @@ func TestOnBatchOfADirectCall(t *testing.T) {
 // With no MaxBatchDelay the loop stamps inputs as it admits them, for Do,
 // Submit and DoMany alike; each waits 3 ms behind its key's first call here.
 func TestOnBatchWaitWithZeroDelay(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		var rep reports
 		call := func(_ context.Context, _ string, ins []in) ([]int, error) {
 			if ins[0].ID%10 == 1 {
@@ -166,7 +166,7 @@ func TestOnBatchWaitWithZeroDelay(t *testing.T) {
 }
 
 func TestOnBatchPanics(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		cfg := inCfg
 		cfg.MaxInFlightBatches = 1
 		cfg.DirectCalls = true
@@ -188,7 +188,7 @@ func TestOnBatchPanics(t *testing.T) {
 }
 
 func TestStatsRejectedByReason(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second, MaxQueued: 2, MaxQueuedWeight: 10}, false)
 		defer h.f.Close()
 		ctx := context.Background()

@@ -18,7 +18,7 @@ import (
 // call at once, but its done waits for batch 1's. Mutation: finish not
 // waiting for j.after (done 2 runs while done 1 blocks).
 func TestDoneOrderAcrossBatches(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxInFlightBatches: 3}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -56,7 +56,7 @@ func TestDoneOrderAcrossBatches(t *testing.T) {
 // does not wait for. Mutation: direct not waiting for w.after (the direct
 // call's report comes first).
 func TestOnBatchOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		block := make(chan struct{})
 		var mu sync.Mutex
 		var order []Batch[string]

@@ -101,7 +101,7 @@ func paused(t *testing.T, err error) {
 // looking at the paused keys (5 is called); admitPart not looking (the
 // DoMany's 7 is called); resume a no-op (8 gets ErrPaused).
 func TestPauseOnError(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(x in, _ int) bool { return x.ID == 1 })
 		f := newFlakyFerry(t, c, Config[string, in]{
 			PauseOnError: true, MaxInFlightBatches: 2,
@@ -154,7 +154,7 @@ func TestPauseOnError(t *testing.T) {
 // 1's returns); the notifier not counted in the Flush round (Flush returns
 // while 3's done runs).
 func TestPausedSubmitsInOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		g := newGate(func(x in) bool { return x.ID == 1 })
 		f, err := New(g.call, Config[string, in]{Key: inCfg.Key, Shards: 1, PauseOnError: true})
 		require.NoError(t, err)
@@ -208,7 +208,7 @@ func TestPausedSubmitsInOrder(t *testing.T) {
 // its lane meanwhile gets ErrPaused. Mutation: releaseDirect without the
 // failure (2 is called).
 func TestPauseDirect(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		g := newGate(func(x in) bool { return x.ID == 1 })
 		f, err := New(g.call, Config[string, in]{Key: inCfg.Key, Shards: 1, PauseOnError: true, DirectCalls: true})
 		require.NoError(t, err)
@@ -234,7 +234,7 @@ func TestPauseDirect(t *testing.T) {
 func TestPauseNotForTheCallersEnd(t *testing.T) {
 	for _, direct := range []bool{true, false} {
 		t.Run(map[bool]string{true: "direct", false: "abandoned"}[direct], func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
 				g := newGate(func(in) bool { return false })
 				f, err := New(g.call, Config[string, in]{Key: inCfg.Key, Shards: 1, PauseOnError: true,
 					DirectCalls: direct, CancelAbandoned: !direct})
@@ -261,7 +261,7 @@ func TestPauseNotForTheCallersEnd(t *testing.T) {
 // running them, and ends. Mutation: the lane not cleared (2 is called as
 // the room drains).
 func TestPauseInShutdown(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		g := newGate(func(x in) bool { return x.ID == 1 })
 		f, err := New(g.call, Config[string, in]{Key: inCfg.Key, Shards: 1, PauseOnError: true})
 		require.NoError(t, err)
@@ -299,7 +299,7 @@ func TestResumeNoOp(t *testing.T) {
 // handled. Resume, from a done, lets the key in again. Mutation: share.need
 // counting a paused key's inputs (the Submit is rejected).
 func TestPausedInputBorrowsNoRoom(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		call := func(_ context.Context, key string, ins []in) ([]int, error) {
 			if ins[0].ID == 1 {
 				return nil, errBoom

@@ -109,7 +109,7 @@ func doManyAsync(f *Ferry[string, in, int], ctx context.Context, ins ...in) chan
 // Mutations: no retry (one call for [1 2]); the release sent before the
 // retries ([3] is called at once, between them); Attempt left at 1.
 func TestRetryInTheLane(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(x in, seen int) bool { return x.ID < 3 && seen < 3 })
 		var rep reports
 		f := newFlakyFerry(t, c, Config[string, in]{
@@ -164,7 +164,7 @@ func TestRetryInTheLane(t *testing.T) {
 // their outputs. Retry is told of the Errors. Mutation: retry every input of
 // the batch (the second call is [1 2 3]).
 func TestRetryOnlyTheFailed(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(x in, seen int) bool { return x.ID == 2 && seen == 1 })
 		var told []error
 		f := newFlakyFerry(t, c, Config[string, in]{Retry: func(_ string, attempt int, err error) (time.Duration, bool) {
@@ -188,7 +188,7 @@ func TestRetryOnlyTheFailed(t *testing.T) {
 // attempt, and the others are tried again. Mutation: retryWanted keeps every
 // input (the second call is [1 2]).
 func TestRetryLeavesOutTheGone(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(x in, seen int) bool { return seen == 1 })
 		f := newFlakyFerry(t, c, Config[string, in]{
 			MaxBatchSize: 2, MaxBatchDelay: time.Hour,
@@ -216,7 +216,7 @@ func TestRetryLeavesOutTheGone(t *testing.T) {
 // Mutation: backoff not watching the job's context (the retry is made an
 // hour later, and the worker held till then).
 func TestRetryAbandoned(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(in, int) bool { return true })
 		f := newFlakyFerry(t, c, Config[string, in]{
 			CancelAbandoned: true,
@@ -240,7 +240,7 @@ func TestRetryAbandoned(t *testing.T) {
 // matching ErrClosed. Mutation: backoff not watching the job's context (Close
 // returns an hour later, after a second call).
 func TestRetryClosedInBackoff(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(in, int) bool { return true })
 		f := newFlakyFerry(t, c, Config[string, in]{Retry: retryN(3, func(int) time.Duration { return time.Hour })})
 		start := time.Now()
@@ -261,7 +261,7 @@ func TestRetryClosedInBackoff(t *testing.T) {
 // Mutations: no retry in direct (one call); direct's backoff not watching
 // ctx (a second call an hour on).
 func TestRetryDirect(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(x in, seen int) bool { return x.ID == 2 || x.ID == 1 && seen < 3 })
 		var rep reports
 		f := newFlakyFerry(t, c, Config[string, in]{
@@ -305,7 +305,7 @@ func TestRetryDirect(t *testing.T) {
 // A Retry that panics is no retry: the batch is answered with its error, and
 // the ferry goes on. Mutation: askRetry not recovering (the test crashes).
 func TestRetryPanics(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(x in, seen int) bool { return seen == 1 })
 		f := newFlakyFerry(t, c, Config[string, in]{Retry: func(string, int, error) (time.Duration, bool) {
 			panic("Retry")
@@ -323,7 +323,7 @@ func TestRetryPanics(t *testing.T) {
 
 // A call that panics or times out is retried too; with a zero backoff at once.
 func TestRetryPanicAndTimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		n := 0
 		call := func(ctx context.Context, key string, ins []in) ([]int, error) {
 			switch n++; n {

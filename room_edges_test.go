@@ -33,7 +33,7 @@ func stopAfter(h *harness, sh int, resume func(), send func()) (release func()) 
 // shard borrowed all the spare weight for it, and another shard refused a
 // weight-1 input while the room held nothing.
 func TestHeavyInputBorrowsNoRoom(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueuedWeight: 100, MaxBatchDelay: time.Hour}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -52,7 +52,7 @@ func TestHeavyInputBorrowsNoRoom(t *testing.T) {
 // while the claim is handled. So with a release of the key and a new claim
 // for it in one wake-up. Each key's call waits for its own channel.
 func TestClaimBorrowsNoRoom(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		holds := map[string]chan struct{}{}
 		call := func(_ context.Context, key string, ins []in) ([]int, error) {
 			<-holds[key]
@@ -102,7 +102,7 @@ func TestClaimBorrowsNoRoom(t *testing.T) {
 // (found by model/room.pml: need took the Do for a claim, borrowed room for
 // one input of two, and refused the Do with room to spare).
 func TestSubmitThenDoOfOneKeyInOneWakeUp(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		hold := make(chan struct{})
 		call := func(_ context.Context, key string, ins []in) ([]int, error) { <-hold; return tens(ins), nil }
 		cfg := inCfg
@@ -130,7 +130,7 @@ func TestSubmitThenDoOfOneKeyInOneWakeUp(t *testing.T) {
 // Item 3: a DoMany with more inputs than MaxQueued is refused without room;
 // the refusing shard borrowed the whole spare room for it.
 func TestDoManyThatNeverFitsBorrowsNoRoom(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 8, MaxQueuedWeight: 10, MaxBatchDelay: time.Hour}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -178,7 +178,7 @@ func TestDoManyThatNeverFitsBorrowsNoRoom(t *testing.T) {
 // shards handle what the two DoManys ask first before either goes on.
 func TestTwoDoManysThatEachFitAloneAdmitOne(t *testing.T) {
 	for _, qw := range []int64{0, 1000} {
-		synctest.Test(t, func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
 			h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 8, MaxQueuedWeight: qw, MaxBatchDelay: time.Hour}, false)
 			defer h.f.Close()
 			ctx := context.Background()

@@ -14,7 +14,7 @@ import (
 // Tests of Submit: admission, done, and a ctx that ends.
 
 func TestSubmit(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second, MaxBatchSize: 2, DirectCalls: true}, false)
 		defer h.f.Close()
 		start := time.Now()
@@ -35,7 +35,7 @@ func TestSubmit(t *testing.T) {
 }
 
 func TestSubmitNeverMakesADirectCall(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		var ctxs []context.Context
 		f, err := New(func(ctx context.Context, _ string, ins []in) ([]int, error) {
 			ctxs = append(ctxs, ctx)
@@ -54,7 +54,7 @@ func TestSubmitNeverMakesADirectCall(t *testing.T) {
 }
 
 func TestSubmitRefusals(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second, MaxQueued: 1}, false)
 		_, err := h.submit(context.Background(), in{Key: "a", ID: 1})
 		require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestSubmitRefusals(t *testing.T) {
 // done gets its call's answer (issue 24, rule 4: it was dropped, and done got
 // ctx's error). The natural call in a handler that answers 202.
 func TestSubmitContextEndsBeforeTaken(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour, MaxBatchSize: 3}, false)
 		defer h.f.Close()
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -105,7 +105,7 @@ func TestSubmitContextEndsBeforeTaken(t *testing.T) {
 
 // done may call Submit: a done that submits again for its key.
 func TestSubmitFromDone(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -120,7 +120,7 @@ func TestSubmitFromDone(t *testing.T) {
 }
 
 func TestSubmitContextEndsAfterTaken(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{}, true)
 		defer h.f.Close()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -138,7 +138,7 @@ func TestSubmitContextEndsAfterTaken(t *testing.T) {
 }
 
 func TestSubmitDonePanics(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Second}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -157,7 +157,7 @@ func TestSubmitDonePanics(t *testing.T) {
 }
 
 func TestSubmitCloseAndShutdown(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{MaxBatchDelay: time.Hour}, false)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

@@ -27,7 +27,7 @@ import (
 func TestSlowDoneHoldsOnlyItsWorker(t *testing.T) {
 	for _, how := range []string{"done", "OnBatch", "OnBatch of a Do"} {
 		t.Run(how, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
 				block := make(chan struct{})
 				cfg := Config[string, in]{MaxInFlightBatches: 4, Shards: 1}
 				if how != "done" {
@@ -76,7 +76,7 @@ func TestSlowDoneHoldsOnlyItsWorker(t *testing.T) {
 // Item 7: a Flush waits for the OnBatch of a direct call in flight when it
 // was called, which runs after the call has released its key.
 func TestFlushWaitsForADirectCallsOnBatch(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		block := make(chan struct{})
 		reported := make(chan Batch[string], 1)
 		h := newHarness(t, Config[string, in]{DirectCalls: true, OnBatch: func(b Batch[string]) {
@@ -106,7 +106,7 @@ func TestFlushWaitsForADirectCallsOnBatch(t *testing.T) {
 // Item 8: the OnBatch of a direct call in flight at Close runs before the
 // ferry ends, and its panic is counted in the final Stats.
 func TestDirectOnBatchPanicAtCloseIsCounted(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{DirectCalls: true, OnBatch: func(Batch[string]) {
 			time.Sleep(time.Millisecond) // the loop would have ended by now
 			panic("OnBatch")
@@ -145,7 +145,7 @@ func TestCloseFromUserCode(t *testing.T) {
 	for name, run := range userCloses {
 		t.Run(name, func(t *testing.T) {
 			if os.Getenv("FERRY_USERCLOSE") == name {
-				synctest.Test(t, run) // returns once every goroutine of the bubble has gone
+				bubble(t, run) // returns once every goroutine of the bubble has gone
 				return
 			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestCloseFromUserCode$/^"+t.Name()[len("TestCloseFromUserCode/"):]+"$", "-test.v")
@@ -322,7 +322,7 @@ func TestBigBatchLeavesNoBuffers(t *testing.T) {
 func TestWorkersWithinMaxInFlightBatches(t *testing.T) {
 	for _, shards := range []int{2, 4} {
 		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
 				before := workerGoroutines()
 				h := newHarness(t, Config[string, in]{Shards: shards, MaxInFlightBatches: 4}, true)
 				ctx := context.Background()
