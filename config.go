@@ -69,6 +69,21 @@ type Config[K comparable, I any] struct {
 	// Submits are told in their done, after the failed call's completions
 	// and before any later one of the key. false: a failure pauses nothing.
 	PauseOnError bool
+
+	// WaitForRoom makes an admission that the room cannot hold now wait
+	// for room instead of failing with ErrRejected: Do, Submit and DoMany
+	// block until room frees or ctx ends (then ctx's error, matching
+	// ErrDropped too: nothing was admitted and nothing is held). They are
+	// let in in the order they came, within a shard: while any waits, a
+	// new admission waits behind it even if it would fit, so a waiting
+	// DoMany is not starved by single inputs; over several shards the room
+	// freed goes to the shards' first waiting admissions in the order they
+	// began to wait. An input no room could ever hold (heavier than
+	// MaxQueuedWeight, a DoMany of more inputs than MaxQueued) is still
+	// ErrRejected at once; Close and Shutdown answer waiting admissions with
+	// ErrClosed. A waiting admission costs its caller's goroutine, parked,
+	// and nothing else. false: a full room is ErrRejected at once.
+	WaitForRoom bool
 }
 
 // limits validates cfg and returns the core's limits and the number of
@@ -168,6 +183,9 @@ type Stats struct {
 	// never admitted, and not counted).
 	Paused    int
 	PausedOut uint64
+	// Waiting is the number of inputs waiting for room now
+	// (Config.WaitForRoom): not admitted, and not in Queued.
+	Waiting int
 }
 
 // add adds t to s. Weight saturates at MaxInt64: each shard's is within it,
@@ -194,6 +212,7 @@ func (s *Stats) add(t Stats) {
 	s.OnBatchPanics += t.OnBatchPanics
 	s.Paused += t.Paused
 	s.PausedOut += t.PausedOut
+	s.Waiting += t.Waiting
 }
 
 // shardCount is how many shards a ferry with these totals gets: n, or by

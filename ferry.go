@@ -35,6 +35,7 @@ type Ferry[K comparable, I, O any] struct {
 	cancelAbandoned bool
 	retry           func(K, int, error) (time.Duration, bool) // Config.Retry
 	pauseOnError    bool
+	waitForRoom     bool
 
 	origin time.Time // of every shard's clock: see clock
 
@@ -76,6 +77,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		cancelAbandoned: cfg.CancelAbandoned,
 		retry:           cfg.Retry,
 		pauseOnError:    cfg.PauseOnError,
+		waitForRoom:     cfg.WaitForRoom,
 
 		seed: maphash.MakeSeed(),
 	}
@@ -102,8 +104,10 @@ const incSize = 1024
 
 // Do submits in and blocks until its call returns or ctx ends (then an error
 // that errors.Is ctx.Err(); the caller of a direct call waits for its call,
-// whose context ends with ctx). A full room is ErrRejected at once, a closed
-// ferry ErrClosed; a negative weight or a key unequal to itself is an error.
+// whose context ends with ctx). A full room is ErrRejected at once (with
+// Config.WaitForRoom, Do waits for room, in line, until ctx ends), a closed
+// ferry ErrClosed, a paused key (Config.PauseOnError) ErrPaused; a negative
+// weight or a key unequal to itself is an error.
 //
 // When ctx ends first, Do returns once its shard's loop has said whether the
 // input still waited (one message there and back, not the call's end): if
@@ -117,8 +121,10 @@ const incSize = 1024
 func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) { return doInput(ctx, f, in) }
 
 // Submit admits in and returns at once, without waiting for its output: nil when admitted,
-// else the error Do would give at admission (ErrRejected, ErrClosed, a negative weight, or
-// ctx's error if ctx had ended). ctx bounds the admission alone: once Submit has returned nil
+// else the error Do would give at admission (ErrRejected, ErrClosed, ErrPaused, a negative
+// weight, or ctx's error if ctx had ended). With Config.WaitForRoom it blocks while the room is
+// full, until room frees or ctx ends (then ctx's error, matching ErrDropped: not admitted, and
+// done is never called). ctx bounds the admission alone: once Submit has returned nil
 // the input is the ferry's, whatever ctx does, and done (if not nil) is called exactly once,
 // never on the loop goroutine: with the output or error after the input's call returns, or
 // with ErrClosed if the ferry closes first. So ctx may be a request's context that ends as
@@ -139,7 +145,9 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 }
 
 // DoMany submits ins in one admission and waits for all their outputs, in order. If the room
-// cannot hold them all, none is admitted and it returns ErrRejected. If ctx ends first it returns
+// cannot hold them all, none is admitted and it returns ErrRejected (with Config.WaitForRoom it
+// waits until the room holds them all, and if ctx ends first, the error is an Errors whose every
+// entry matches ctx's error and ErrDropped: none was admitted). If ctx ends first it returns
 // ctx's error once its shards have said which inputs still waited (one message to each and
 // back), and drops those: then the error is an Errors with one entry per input, each matching
 // ctx's error, and also ErrDropped for an input dropped before any call took it (safe to send

@@ -53,6 +53,10 @@ type loop[K comparable, I, O any] struct {
 	// before its own (see finish), so that they never overlap and come in order.
 	completing map[K]chan struct{}
 
+	waits    waitLine[K, I, O]                   // admissions waiting for room, with WaitForRoom: see wait.go
+	waitSubs map[chan result[O]]*waiter[K, I, O] // the Submits among them, by their word's channel: see leave
+	left     []waitEntry[K, I, O]                // admissions out of the line at once, as the key is paused or the ferry closes
+
 	paused  pauses[K]                      // the keys paused, with PauseOnError: see pause.go
 	pausing map[chan struct{}]pauseNote[K] // paused keys' notifiers in flight, by the fin each closes
 	cleared []*waiter[K, I, O]             // a paused key's waiting inputs, as it is paused
@@ -100,6 +104,9 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 	if n := len(f.shards); n > 1 { // the room starts in spare: see share
 		l.share.spare, l.share.slots = f.spare, f.slots
 		l.st.grow(-lim.queued, -sharedWeight(lim))
+		if f.waitForRoom {
+			l.share.poke = make(chan struct{}, 1)
+		}
 	}
 	if lim.queuedWeight == 0 {
 		l.errFullWeight = fmt.Errorf("%w: the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", ErrRejected)
@@ -112,7 +119,8 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 // the alarm to the next deadline. Time is read once per wake-up. The timer's
 // channel is in the select only while the alarm is set: a timer channel makes
 // every select on it take the timer's lock and read the clock. So is the
-// ferry's slots channel, only while the shard is starved of a slot.
+// ferry's slots channel, only while the shard is starved of a slot, and its
+// poke, only while it has a reservation on the shared room (WaitForRoom).
 func (l *loop[K, I, O]) run() {
 	inc := l.s.inc
 	for !l.end() {
@@ -124,7 +132,11 @@ func (l *loop[K, I, O]) run() {
 		if l.share.starved {
 			slot = l.share.slots.free
 		}
-		if fire == nil && slot == nil {
+		var poke <-chan struct{}
+		if l.share.reserved {
+			poke = l.share.poke
+		}
+		if fire == nil && slot == nil && poke == nil {
 			l.receive(<-inc)
 			continue
 		}
@@ -136,6 +148,8 @@ func (l *loop[K, I, O]) run() {
 			l.dispatch(l.now())
 		case wk := <-slot:
 			l.share.gotSlot(wk)
+			l.dispatch(l.now())
+		case <-poke:
 			l.dispatch(l.now())
 		}
 	}
@@ -162,6 +176,7 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 		}
 		clear(l.batch)
 	}
+	l.admitWaiting(now)    // into what the messages freed, before it is lent
 	l.share.giveBackRoom() // what the messages freed, before their words: see replyAfterLend
 	l.share.sendReplies()
 	l.settle() // after the words, which Flush waits for; before dispatch, as a round it starts makes lanes due
@@ -216,26 +231,49 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		l.shutdown()
 	case opResume:
 		l.paused.resume(m.key)
+	case opBorrowWait:
+		l.borrowWait(m.w.g, m.part)
+	case opLeave:
+		l.leave(m)
 	}
 }
 
 // admit admits a Do's or a Submit's input, or claims its key for a direct
-// call, or refuses it, and gives its caller the word.
+// call, or refuses it, and gives its caller the word; with WaitForRoom, it
+// waits for room behind those already waiting, or if the room lacks it.
 func (l *loop[K, I, O]) admit(w *waiter[K, I, O], now time.Duration) {
+	if l.f.waitForRoom && l.waits.len() > 0 && l.admits() && !l.refusesAtOnce(w) {
+		l.wait(w)
+		return
+	}
+	if !l.letIn(w, now) {
+		l.wait(w)
+	}
+}
+
+// letIn admits w, claims its key for a direct call (a Do's), or refuses it,
+// and gives its caller the word. It reports false, and does nothing, if w
+// is to wait for room (WaitForRoom, a room full for it).
+func (l *loop[K, I, O]) letIn(w *waiter[K, I, O], now time.Duration) bool {
 	if err, ok := l.paused.of(w.key); ok && l.admits() {
 		w.c <- result[O]{err: err}
-		return
+		return true
 	}
-	if w.done != nil {
-		l.admitSubmit(w, now)
-		return
+	var o outcome
+	var tk ticket
+	if w.done != nil { // a Submit never claims
+		o, tk = l.st.join(w.key, w.weight, w.rank, w.at, now, w)
+	} else {
+		o, tk = l.st.admit(w.key, w.weight, w.rank, w.at, now, w)
 	}
-	o, tk := l.st.admit(w.key, w.weight, w.rank, w.at, now, w)
 	switch o {
 	case admitted:
 		l.stamp(w) // after admit: with OnBatch, delay is 0 and the core keeps no time
 		w.tk = tk
 		l.tally.Admitted++
+		if w.done != nil {
+			w.c <- result[O]{err: errAdmitted}
+		}
 	case claimed:
 		l.tally.DirectCalls++
 		l.claims++
@@ -248,8 +286,149 @@ func (l *loop[K, I, O]) admit(w *waiter[K, I, O], now time.Duration) {
 		l.directs[w.key] = d
 		l.dpeak = max(l.dpeak, len(l.directs))
 		w.c <- result[O]{err: errClaimed}
+	case rejectedFull:
+		if l.f.waitForRoom {
+			return false
+		}
+		fallthrough
 	default:
 		w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
+	}
+	return true
+}
+
+// refusesAtOnce reports whether w is refused without room, with
+// WaitForRoom too: its key is paused, or no room could ever hold it.
+func (l *loop[K, I, O]) refusesAtOnce(w *waiter[K, I, O]) bool {
+	_, paused := l.paused.of(w.key)
+	return paused || w.weight > sharedWeight(l.lim)
+}
+
+// wait puts w at the back of the wait line.
+func (l *loop[K, I, O]) wait(w *waiter[K, I, O]) {
+	l.waits.push(w)
+	if w.done != nil {
+		if l.waitSubs == nil {
+			l.waitSubs = make(map[chan result[O]]*waiter[K, I, O])
+		}
+		l.waitSubs[w.c] = w
+	}
+}
+
+// admitWaiting lets in the admissions waiting for room, first come first
+// in, while the room holds the first (see share.roomFor, which reserves
+// what it lacks on the shared room), and tells the share whether any waits
+// still.
+func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
+	l.share.wants = false
+	for l.admits() {
+		e, ok := l.waits.front()
+		if !ok {
+			break
+		}
+		need := l.needOf(e)
+		if !l.share.roomFor(need) {
+			l.share.wants = true
+			break
+		}
+		l.waits.pop()
+		switch {
+		case e.w != nil:
+			if e.w.done != nil {
+				delete(l.waitSubs, e.w.c)
+			}
+			l.letIn(e.w, now)
+		case e.borrow:
+			l.grant(e.g, need)
+		default:
+			l.letInPart(e.g, e.part, opAdmitMany, now)
+		}
+	}
+}
+
+// needOf is the room e takes as it is let in: none for a Do that claims its
+// key or an input of a paused key, which is refused.
+func (l *loop[K, I, O]) needOf(e waitEntry[K, I, O]) budget {
+	switch {
+	case e.w == nil && e.borrow:
+		total := int64(0)
+		for _, p := range e.g.parts {
+			total = addWeight(total, p.total)
+		}
+		return budget{len(e.g.ws), total}
+	case e.w == nil:
+		n, total, _, _ := l.partNeed(e.g, e.part)
+		return budget{n, total}
+	}
+	w := e.w
+	if _, ok := l.paused.of(w.key); ok {
+		return budget{}
+	}
+	if w.done == nil && l.lim.direct && l.lim.delay == 0 && l.st.lanes[w.key] == nil {
+		return budget{} // it claims the key
+	}
+	return budget{1, w.weight}
+}
+
+// grant gives a DoMany over several shards, waiting at the front of the
+// line, the room of all its inputs, need, out of this shard's: each part is
+// granted, and its shard adds the part's share to its own as it lets the
+// part in (see borrow).
+func (l *loop[K, I, O]) grant(g *group[K, I, O], need budget) {
+	l.st.grow(-need.n, -need.w)
+	for i := range g.parts {
+		g.parts[i].granted = true
+	}
+	l.share.replyAfterLend(later[K, I, O]{p: &g.parts[0]})
+}
+
+// borrowWait puts the room of all of g's inputs, a DoMany over several
+// shards that spare could not grant, at the back of the line (see grant);
+// at close it refuses it.
+func (l *loop[K, I, O]) borrowWait(g *group[K, I, O], i int32) {
+	if !l.admits() {
+		g.parts[i].err = ErrClosed
+		l.share.replyAfterLend(later[K, I, O]{p: &g.parts[i]})
+		return
+	}
+	l.waits.pushPart(g, i, true)
+}
+
+// leave takes a Submit's input or a DoMany's part (or its borrow) out of
+// the wait line, whose caller's ctx ended, and says so on its channel
+// (errDropped); if it is not there its word was sent already, and leave does
+// nothing. The Submit is named by its word's channel, m.w.c: m.w is a waiter
+// made for the message, as the Submit's own may be a worker's by now.
+func (l *loop[K, I, O]) leave(m msg[K, I, O]) {
+	if g := m.w.g; g != nil {
+		if l.waits.leavePart(g, m.part) {
+			g.parts[m.part].err = errDropped
+			l.share.replyAfterLend(later[K, I, O]{p: &g.parts[m.part]})
+		}
+		return
+	}
+	if w, ok := l.waitSubs[m.w.c]; ok {
+		delete(l.waitSubs, m.w.c)
+		l.waits.leave(w)
+		w.c <- result[O]{err: errDropped}
+	}
+}
+
+// answerWaiting answers the admissions e out of the line with err: a Do's
+// and a Submit's on their channel, a DoMany's part on its own.
+func (l *loop[K, I, O]) answerWaiting(es []waitEntry[K, I, O], err error) {
+	for _, e := range es {
+		switch {
+		case e.w != nil:
+			if e.w.done != nil {
+				delete(l.waitSubs, e.w.c)
+			}
+			e.w.c <- result[O]{err: err}
+		default:
+			p := &e.g.parts[e.part]
+			p.err = err
+			p.c <- struct{}{}
+		}
 	}
 }
 
@@ -262,6 +441,10 @@ func (l *loop[K, I, O]) admits() bool { return !l.st.closed && !l.st.shuttingDow
 // word errDropped; else it counts the caller out of w's batch and says
 // errKept, unless w's answer is there already.
 func (l *loop[K, I, O]) drop(w *waiter[K, I, O], now time.Duration) {
+	if l.waits.leave(w) { // it waited for room: nothing was admitted
+		w.c <- result[O]{err: errDropped}
+		return
+	}
 	if _, ok := l.st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
 		l.tally.Dropped++
 		l.rounds.countIf(w.tk.seq <= l.rounds.seq())
@@ -355,6 +538,7 @@ func (l *loop[K, I, O]) endDirect(m msg[K, I, O]) {
 // notifier's opNotified.
 func (l *loop[K, I, O]) pause(key K, failure error) {
 	err := l.paused.pause(key, failure)
+	l.refuseWaiting(key, err)
 	l.cleared = l.st.clearLane(key, l.cleared[:0])
 	if len(l.cleared) == 0 {
 		return
@@ -386,6 +570,26 @@ func (l *loop[K, I, O]) pause(key K, failure error) {
 	}
 	l.pausing[fin] = pauseNote[K]{key: key, owe: l.rounds.owe(owes)}
 	go notifyPaused(l.s, subs, err, after, fin) // done is user code: off the loop
+}
+
+// refuseWaiting answers the inputs of key that wait for room with err, the
+// paused key's, as it would answer them at admission; a DoMany's part waits
+// on, and is answered input by input as it is let in (see partNeed).
+func (l *loop[K, I, O]) refuseWaiting(key K, err error) {
+	if l.waits.len() == 0 {
+		return
+	}
+	l.left = l.left[:0]
+	l.waits.each(func(e waitEntry[K, I, O]) {
+		if e.w != nil && e.w.key == key {
+			l.left = append(l.left, e)
+		}
+	})
+	for _, e := range l.left {
+		l.waits.leave(e.w)
+	}
+	l.answerWaiting(l.left, err)
+	clear(l.left)
 }
 
 // reported forgets the direct call of w, whose OnBatch has returned, and
@@ -431,7 +635,16 @@ func (l *loop[K, I, O]) flush(reply context.CancelCauseFunc) {
 func (l *loop[K, I, O]) shutdown() {
 	if !l.st.closed && !l.st.shuttingDown {
 		l.st.shutdown()
+		l.closeWaits()
 	}
+}
+
+// closeWaits answers every admission waiting for room with ErrClosed, as the
+// room admits nothing any more.
+func (l *loop[K, I, O]) closeWaits() {
+	l.left = l.waits.clear(l.left[:0])
+	l.answerWaiting(l.left, ErrClosed)
+	clear(l.left)
 }
 
 // stamp gives w, as it is admitted, the time of this wake-up as its
@@ -487,20 +700,6 @@ func (l *loop[K, I, O]) reject(o outcome, n int, heaviest, total int64, all int)
 	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, all)
 }
 
-// admitSubmit admits a Submit's input, never claiming its key, and gives the
-// Submit its word: errAdmitted, or why not.
-func (l *loop[K, I, O]) admitSubmit(w *waiter[K, I, O], now time.Duration) {
-	o, tk := l.st.join(w.key, w.weight, w.rank, w.at, now, w)
-	if o != admitted {
-		w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
-		return
-	}
-	l.stamp(w)
-	w.tk = tk
-	l.tally.Admitted++
-	w.c <- result[O]{err: errAdmitted}
-}
-
 // gaveUp counts down the batch in flight that holds w, whose caller has given
 // up, and cancels its call once no caller is left, with CancelAbandoned. w
 // may be in no batch, or in one that is over.
@@ -536,23 +735,42 @@ func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
 
 // admitPart handles part i of a DoMany: admits all its inputs, in order, or
 // none; or, over several shards, holds room for them first, or lets it go.
-// The room held is let go before the part is admitted or refused.
+// The room held is let go before the part is admitted or refused. With
+// WaitForRoom a part that the room cannot hold now (and could) waits for
+// room, as a Do's input does, unless its room came with it (granted).
 func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
 	p := &g.parts[i]
 	if p.held {
 		l.st.unhold(p.n, p.total)
 		p.held = false
 	}
-	if p.granted { // its room, from spare: see borrow
+	granted := p.granted
+	if granted { // its room, from spare: see borrow
 		l.share.addGranted(p.n, p.total)
 		p.granted = false
 	}
+	if o == opAdmitMany && l.f.waitForRoom && !granted && l.waits.len() > 0 && l.admits() && !l.neverFits(g, i) {
+		l.waits.pushPart(g, i, false)
+		return
+	}
+	if !l.letInPart(g, i, o, now) {
+		l.waits.pushPart(g, i, false)
+	}
+}
+
+// letInPart does what admitPart does once the part's room is its shard's.
+// It reports false, and does nothing, if the part is to wait for room
+// (WaitForRoom, opAdmitMany, a room full for it).
+func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Duration) bool {
+	p := &g.parts[i]
 	n, total, heaviest, paused := p.n, p.total, p.heaviest, 0
-	if o == opAdmitMany && l.paused.count() > 0 && l.admits() {
-		n, total, heaviest, paused = l.unpaused(g, i)
+	if o == opAdmitMany {
+		n, total, heaviest, paused = l.partNeed(g, i)
 	}
 	switch r := l.st.room(n, total, heaviest); {
 	case o == opUnhold:
+	case r == rejectedFull && o == opAdmitMany && l.f.waitForRoom && !l.neverFits(g, i):
+		return false
 	case r != admitted && n > 0:
 		p.err = l.reject(r, n, heaviest, total, len(g.ws))
 	case o == opHold:
@@ -577,13 +795,25 @@ func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Dur
 		}
 	}
 	l.share.replyAfterLend(later[K, I, O]{p: p}) // room held or granted may have been let go
+	return true
 }
 
-// unpaused returns the count, the total weight and the heaviest of the
-// inputs of part i of g whose keys are not paused, which the room is to
-// hold, and how many are paused, whose inputs are answered at once. A total
-// past MaxInt64 for the whole group stands (see doInputs).
-func (l *loop[K, I, O]) unpaused(g *group[K, I, O], i int32) (n int, total, heaviest int64, paused int) {
+// neverFits reports whether no room could ever hold part i of g (its inputs
+// not paused): more inputs than MaxQueued, or heavier than the room.
+func (l *loop[K, I, O]) neverFits(g *group[K, I, O], i int32) bool {
+	n, total, _, _ := l.partNeed(g, i)
+	return n > l.lim.queued || total < 0 || total > sharedWeight(l.lim)
+}
+
+// partNeed returns the count, the total weight and the heaviest of the
+// inputs of part i of g that the room is to hold, and how many are paused,
+// whose inputs are answered at once: all of them, unless some keys are
+// paused. A total past MaxInt64 for the whole group stands (see doInputs).
+func (l *loop[K, I, O]) partNeed(g *group[K, I, O], i int32) (n int, total, heaviest int64, paused int) {
+	p := &g.parts[i]
+	if l.paused.count() == 0 || !l.admits() {
+		return p.n, p.total, p.heaviest, 0
+	}
 	for j := range g.ws {
 		w := &g.ws[j]
 		switch _, ok := l.paused.of(w.key); {
@@ -596,7 +826,7 @@ func (l *loop[K, I, O]) unpaused(g *group[K, I, O], i int32) (n int, total, heav
 			heaviest = max(heaviest, w.weight)
 		}
 	}
-	if p := &g.parts[i]; p.total < 0 {
+	if p.total < 0 {
 		total = p.total
 	}
 	return n, total, heaviest, paused
@@ -684,12 +914,40 @@ func (l *loop[K, I, O]) settle() {
 	}
 }
 
-// dispatch starts a batch on every idle worker while a lane is ready, then sets
-// the alarm to the earliest deadline left, which is in the future if a worker
-// is idle.
+// dispatch lets in the admissions waiting for room that the room holds, and
+// starts a batch on every idle worker while a lane is ready, again while the
+// batches taken free room for those waiting; then it lends what room the
+// shard holds spare, and sets the alarm to the earliest deadline left, which
+// is in the future if a worker is idle.
 func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	st := l.st
 	l.share.starved = false
+	for {
+		l.admitWaiting(now)
+		if !l.take(now) || l.waits.len() == 0 {
+			break
+		}
+	}
+	l.share.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
+	l.share.giveBackRoom()      // before the batches start: their callers may come back to another shard
+	l.share.sendReplies()       // of the admissions waiting let in, after the lend
+	for _, j := range l.started {
+		l.share.workers[j.id].jobs <- j
+	}
+	clear(l.started)
+	l.started = l.started[:0]
+	// With every worker busy, or no slot, nothing can start before a release
+	// or a slot, which wake the loop anyway; a due lane must not keep the
+	// alarm ringing meanwhile.
+	t, ok := st.earliest()
+	l.alarm.arm(t, ok && l.share.mayTake(), now)
+}
+
+// take starts a batch on every idle worker while a lane is ready, and
+// reports whether it took any: room freed, for the admissions waiting.
+func (l *loop[K, I, O]) take(now time.Duration) bool {
+	st := l.st
+	took := false
 	for st.hasReady(now) {
 		id, ok := l.share.takeSlot()
 		if !ok {
@@ -722,19 +980,9 @@ func (l *loop[K, I, O]) dispatch(now time.Duration) {
 			}
 		}
 		l.started = append(l.started, j)
+		took = true
 	}
-	l.share.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
-	l.share.giveBackRoom()      // before the batches start: their callers may come back to another shard
-	for _, j := range l.started {
-		l.share.workers[j.id].jobs <- j
-	}
-	clear(l.started)
-	l.started = l.started[:0]
-	// With every worker busy, or no slot, nothing can start before a release
-	// or a slot, which wake the loop anyway; a due lane must not keep the
-	// alarm ringing meanwhile.
-	t, ok := st.earliest()
-	l.alarm.arm(t, ok && l.share.mayTake(), now)
+	return took
 }
 
 // close drains the room, answering every waiting caller with ErrClosed, and
@@ -746,6 +994,7 @@ func (l *loop[K, I, O]) close() {
 		return
 	}
 	l.closing = true
+	l.closeWaits()
 	l.drained = l.st.drain(l.drained[:0])
 	var subs []*waiter[K, I, O]
 	for _, i := range reply(l.drained, nil, nil, ErrClosed, nil) {
@@ -805,6 +1054,10 @@ func (l *loop[K, I, O]) end() bool {
 			p.c <- struct{}{}
 		case opUnhold, opDropMany:
 			m.w.g.parts[m.part].c <- struct{}{}
+		case opBorrowWait:
+			p := &m.w.g.parts[m.part]
+			p.err = ErrClosed
+			p.c <- struct{}{}
 		case opFlush:
 			m.cancel(ErrClosed)
 		case opStats:
@@ -818,5 +1071,6 @@ func (l *loop[K, I, O]) stats() Stats {
 	st, t := l.st, l.tally
 	t.Queued, t.Weight, t.Busy, t.Lanes = st.queued, st.weight, st.busy, len(st.lanes)
 	t.Paused = l.paused.count()
+	t.Waiting = l.waits.inputs()
 	return t
 }

@@ -34,7 +34,8 @@ type part[K comparable, I, O any] struct {
 	granted         bool  // the caller took the part's room from spare: the loop adds it to its own
 	err             error
 	dropped         int
-	gone            bool // caller-owned: not admitted, and answered already
+	gone            bool   // caller-owned: not admitted, and answered already
+	wait            uint64 // loop-owned: its number in the shard's wait line (see waitLine), 0 if not there
 
 	c chan struct{} // the loop's word on each message for the part; cap 1, kept when the group is pooled
 }
@@ -73,8 +74,11 @@ func doInputs[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in
 	if len(g.parts) > 1 && g.neverFits(f.lim, total) {
 		g.merge(total)
 	}
-	got, err := g.admit(f, total)
+	got, err := g.admit(ctx, f, total)
 	if err != nil {
+		if err == errDropped { // ctx ended while it waited for room
+			err = g.dropped(ctx)
+		}
 		g.count.take()      // nothing was admitted: no one else holds it
 		f.pools.putGroup(g) // unless a shard may yet answer into it
 		return nil, err
@@ -131,14 +135,25 @@ func (g *group[K, I, O]) join(w *waiter[K, I, O], s *shard[K, I, O]) {
 // admit admits all of g's inputs, weighing total, or none. With one part it
 // is one message. With several, their room is taken from the shards' shared
 // budget in one step (borrow), or, if that lacks it, each shard first holds
-// room for its part; then each shard lets its part in. The inputs of a part
-// whose shard closed in between are answered ErrClosed here, and admit
-// returns how many, for g.count.done.
-func (g *group[K, I, O]) admit(f *Ferry[K, I, O], total int64) (int, error) {
+// room for its part (with WaitForRoom, part 0's shard waits for the room of
+// all of them, and grants it); then each shard lets its part in. The inputs
+// of a part whose shard closed in between are answered ErrClosed here, and
+// admit returns how many, for g.count.done. With WaitForRoom, a ctx that
+// ends while g waits for room is errDropped: nothing admitted, nothing held.
+func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int64) (int, error) {
 	if len(g.parts) == 1 {
+		if f.waitForRoom {
+			return 0, g.requestWaiting(ctx, 0, opAdmitMany)
+		}
 		return 0, g.request(0, opAdmitMany)
 	}
-	if !borrow(f, g, total) {
+	switch {
+	case borrow(f, g, total):
+	case f.waitForRoom:
+		if err := g.requestWaiting(ctx, 0, opBorrowWait); err != nil {
+			return 0, err
+		}
+	default:
 		for i := range g.parts {
 			if err := g.request(i, opHold); err != nil {
 				for j := range i {
@@ -182,6 +197,38 @@ func (g *group[K, I, O]) request(i int, o op) error {
 		return ErrClosed
 	}
 	return p.err
+}
+
+// requestWaiting is request for a message that may wait for room
+// (WaitForRoom): if ctx ends first, it asks the loop to take the part out of
+// the line (opLeave) and returns errDropped if it did; else the part's word
+// came first, and it is its answer.
+func (g *group[K, I, O]) requestWaiting(ctx context.Context, i int, o op) error {
+	p := &g.parts[i]
+	if !p.s.send(msg[K, I, O]{op: o, w: &g.ws[0], part: int32(i)}) {
+		return ErrClosed
+	}
+	_, err := await(p.s, p.c, ctx.Done())
+	if err == errCancelled {
+		p.s.send(msg[K, I, O]{op: opLeave, w: &g.ws[0], part: int32(i)})
+		_, err = await(p.s, p.c, nil)
+	}
+	if err != nil {
+		g.lost = true // the loop's last read may yet answer it
+		return ErrClosed
+	}
+	return p.err
+}
+
+// dropped is the error of a DoMany whose ctx ended while it waited for
+// room: each input's is ctx's error and ErrDropped, as none was admitted.
+func (g *group[K, I, O]) dropped(ctx context.Context) error {
+	err := fmt.Errorf("%w: %w", ctxErr(ctx), ErrDropped)
+	errs := make(Errors, len(g.ws))
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }
 
 // abandon drops the inputs of g that still wait, for a DoMany whose ctx

@@ -34,6 +34,8 @@ const (
 	opShutdown                  // from Shutdown
 	opRetry                     // from worker m.worker, before a retry: which of the inputs on m.ask still have a caller
 	opResume                    // from Resume: m.key is no longer paused
+	opBorrowWait                // from DoMany over several shards, with WaitForRoom: wait for the room of all of m.w.g, then grant it (word on part m.part's channel)
+	opLeave                     // from a Submit or a DoMany whose ctx ended while it waited for room: see loop.leave
 )
 
 // byCaller is the worker of a release from a direct call: its caller.
@@ -45,7 +47,7 @@ type msg[K comparable, I, O any] struct {
 	op       op
 	panicked bool             // opReported: the direct call's OnBatch panicked
 	worker   int32            // opRelease, opIdle: the worker, or byCaller
-	part     int32            // opAdmitMany, opHold, opUnhold, opDropMany: the part of m.w.g
+	part     int32            // opAdmitMany, opHold, opUnhold, opDropMany, opBorrowWait, opLeave: the part of m.w.g
 	key      K                // opRelease, opResume
 	fail     error            // opRelease, with PauseOnError: the call failed for good with it, which pauses m.key
 	fin      chan struct{}    // opNotified from a paused key's notifier: the completions it ran, over

@@ -317,6 +317,7 @@ func TestPausedInputBorrowsNoRoom(t *testing.T) {
 		first := do(f, ctx, in{Key: a, ID: 1})
 		synctest.Wait()
 		require.NoError(t, f.Flush(ctx))
+		synctest.Wait()
 		assert.ErrorIs(t, got(t, first).err, errBoom)
 
 		var refused chan answer
@@ -326,6 +327,7 @@ func TestPausedInputBorrowsNoRoom(t *testing.T) {
 		require.NoError(t, f.Submit(ctx, in{Key: b, ID: 3}, func(int, error) { f.Resume(a); close(resumed) }),
 			"the room holds nothing")
 		release()
+		synctest.Wait()
 		paused(t, got(t, refused).err)
 		require.NoError(t, f.Flush(ctx))
 		<-resumed

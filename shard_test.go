@@ -69,7 +69,7 @@ func TestStatsAddSaturates(t *testing.T) {
 // The workers are split, each shard taking its share, and the room is
 // shared: the bounds configured are totals across the shards.
 func TestShardsSplitTheBounds(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 3, MaxQueued: 10, MaxInFlightBatches: 5, MaxBatchDelay: time.Hour}, true)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -101,7 +101,7 @@ func TestShardsSplitTheBounds(t *testing.T) {
 	// Keys skewed onto one shard may fill the room, and once its inputs have
 	// gone, another shard may: a shard lends back all it holds spare.
 	for _, room := range []int{10, 384} {
-		synctest.Test(t, func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
 			h := newHarness(t, Config[string, in]{Shards: 3, MaxQueued: room, MaxBatchDelay: time.Hour}, false)
 			defer h.f.Close()
 			ctx := context.Background()
@@ -120,7 +120,7 @@ func TestShardsSplitTheBounds(t *testing.T) {
 			assert.Equal(t, room, h.f.Stats().Queued)
 		})
 	}
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueuedWeight: 5, MaxBatchDelay: time.Hour}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -142,7 +142,7 @@ func TestShardsSplitTheBounds(t *testing.T) {
 // every slot, and a shard that waits for one gets the next that is freed,
 // before the shard that freed it starts another.
 func TestShardsShareTheWorkers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 3, MaxInFlightBatches: 5}, true)
 		ctx := context.Background()
 		var as []chan answer
@@ -164,7 +164,7 @@ func TestShardsShareTheWorkers(t *testing.T) {
 		assert.Equal(t, 5, h.peak)
 		require.NoError(t, h.f.Close())
 	})
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxInFlightBatches: 2}, true)
 		ctx := context.Background()
 		a, b := keysIn(h, 0, 3), keysIn(h, 1, 1)
@@ -195,7 +195,7 @@ func TestShardsShareTheWorkers(t *testing.T) {
 // Every per-key rule holds with shards, and Close, Shutdown, Flush and Stats
 // span them all.
 func TestShardsSpanEveryShard(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 4, MaxBatchSize: 2, MaxBatchDelay: time.Hour}, false)
 		ctx := context.Background()
 		var as []chan answer
@@ -223,7 +223,7 @@ func TestShardsSpanEveryShard(t *testing.T) {
 		assert.ErrorIs(t, err, ErrClosed)
 		assert.Equal(t, uint64(48), h.f.Stats().Taken, "the final snapshot sums the shards")
 	})
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 4, MaxBatchDelay: time.Hour}, false)
 		var as []chan answer
 		for i := range 8 {
@@ -240,7 +240,7 @@ func TestShardsSpanEveryShard(t *testing.T) {
 
 // A DoMany over several shards enters all of them or none.
 func TestDoManyOverShards(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 6, MaxBatchDelay: time.Hour}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -291,7 +291,7 @@ func TestDoManyOverShards(t *testing.T) {
 // reply no one reads yet) and looks: the caller may not have its word while
 // the room is not back in spare.
 func TestDropIsToldOnceItsRoomIsLent(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 1, MaxBatchDelay: time.Hour}, false)
 		defer h.f.Close()
 		s := h.f.shardOf("a")
@@ -323,9 +323,10 @@ func TestDropIsToldOnceItsRoomIsLent(t *testing.T) {
 
 // spareOf is the room no shard of h holds, read as a loop reads it.
 func spareOf(h *harness) budget {
-	b := <-h.f.spare
-	h.f.spare <- b
-	return b
+	p := <-h.f.spare
+	free := p.free
+	h.f.spare <- p
+	return free
 }
 
 // shardIndex is the index of s among h's shards.
@@ -353,7 +354,7 @@ func stop(h *harness, sh int) (resume func()) {
 // one is admitted and the other rejected, as in one loop. The test stops
 // both loops: the room is taken before either has read a word.
 func TestDoManyOverShardsTakesItsRoomInOneStep(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 8, MaxBatchDelay: time.Hour}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -389,7 +390,7 @@ func TestDoManyOverShardsTakesItsRoomInOneStep(t *testing.T) {
 // A DoMany over several shards that no room could ever hold is refused by
 // one shard, as one loop refuses it, without holding room in another first.
 func TestDoManyThatNeverFitsHoldsNothing(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 4, MaxQueuedWeight: 10, MaxBatchDelay: time.Hour}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -426,7 +427,7 @@ func TestDoManyThatNeverFitsHoldsNothing(t *testing.T) {
 // as one loop refuses it, whichever shard it goes to, and a DoMany whose
 // weights would pass it is refused whole, each input counted once.
 func TestDoManyOverShardsWithNoMaxQueuedWeight(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxBatchDelay: time.Hour}, false)
 		defer h.f.Close()
 		ctx := context.Background()
@@ -455,7 +456,7 @@ func TestDoManyOverShardsWithNoMaxQueuedWeight(t *testing.T) {
 // and the Flush is told only after that word. The test sends the loop its
 // own opFlush, whose reply looks at the dropped input's channel.
 func TestFlushIsToldAfterTheDropsItWaitedFor(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		h := newHarness(t, Config[string, in]{Shards: 2, MaxInFlightBatches: 2, MaxBatchDelay: time.Hour}, true)
 		defer h.f.Close()
 		ctx := context.Background()

@@ -20,25 +20,161 @@ type budget struct {
 	w int64
 }
 
-// room is the room that no shard of a ferry holds: a channel of one budget.
-// Whoever takes it (a loop, or a DoMany's caller: see borrow) changes it and
-// puts it back at once, blocking on nothing in between, so no one waits on it
-// for longer than that, and no put ever blocks. Nil with one shard. Its
-// methods run on the loops and on DoMany's callers.
-type room chan budget
+// room is the room that no shard of a ferry holds: a channel of one pool.
+// Whoever takes it (a loop, or a DoMany's caller: see borrow) changes the
+// pool and puts it back at once, blocking on nothing in between, so no one
+// waits on it for longer than that, and no put ever blocks. Nil with one
+// shard. Its methods run on the loops and on DoMany's callers.
+type room chan *pool
 
-// newRoom returns a room that holds b.
+// newRoom returns a room that holds b, free.
 func newRoom(b budget) room {
 	r := make(room, 1)
-	r <- b
+	r <- &pool{free: b}
 	return r
 }
 
-// take takes the budget, waiting while another holds it for a moment.
-func (r room) take() budget { return <-r }
+// take takes the pool, waiting while another holds it for a moment.
+func (r room) take() *pool { return <-r }
 
-// put puts back the budget taken, changed.
-func (r room) put(b budget) { r <- b }
+// put puts back the pool taken, then pokes the shards whose reservations
+// the change filled (see pool.fill): a send that never blocks, as a poke
+// channel holds one and a second poke says nothing more.
+func (r room) put(p *pool) {
+	pokes := p.pokes
+	p.pokes = p.pokes[:0:0]
+	r <- p
+	for _, c := range pokes {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pool is what a room holds: the room free, and, with WaitForRoom, the
+// reservations of the shards whose first waiting admission lacks room, in
+// the order they were made. Room given back fills them in that order before
+// any of it is free (see fill), so that the admissions waiting in one shard
+// are not starved by those of another that fit, and a shard is woken only
+// once its reservation holds all it needs: no shard polls. It is pure
+// bookkeeping: the room's channel is its lock, and whoever holds it calls
+// its methods; pokes is what room.put sends.
+type pool struct {
+	free  budget
+	resv  []reservation
+	pokes []chan struct{}
+}
+
+// reservation is a shard's claim on the room given back, for the first
+// admission in its wait line, which needs need: got is what it holds so
+// far. poke, the shard's, capacity 1, names it and wakes its loop once got
+// reaches need. It has no methods: its pool changes it.
+type reservation struct {
+	need, got budget
+	poke      chan struct{}
+}
+
+// borrow takes from free up to want of each, and returns what it took.
+func (p *pool) borrow(want budget) budget {
+	got := budget{min(p.free.n, want.n), min(p.free.w, want.w)}
+	p.free.n -= got.n
+	p.free.w -= got.w
+	return got
+}
+
+// give adds b to free, then fills the reservations from it.
+func (p *pool) give(b budget) {
+	p.free.n += b.n
+	p.free.w += b.w // within the room's total: no wrap
+	p.fill()
+}
+
+// reserve makes poke's reservation need need, in its place if it has one,
+// else at the end; what it holds beyond need goes back to free. Then it
+// fills the reservations.
+func (p *pool) reserve(poke chan struct{}, need budget) {
+	i := p.find(poke)
+	if i < 0 {
+		p.resv = append(p.resv, reservation{poke: poke})
+		i = len(p.resv) - 1
+	}
+	r := &p.resv[i]
+	r.need = need
+	if over := (budget{max(0, r.got.n-need.n), max(0, r.got.w-need.w)}); over != (budget{}) {
+		r.got.n -= over.n
+		r.got.w -= over.w
+		p.free.n += over.n
+		p.free.w += over.w
+	}
+	p.fill()
+}
+
+// claim returns what poke's reservation holds, which it keeps (and its
+// place) with nothing in it.
+func (p *pool) claim(poke chan struct{}) budget {
+	i := p.find(poke)
+	if i < 0 {
+		return budget{}
+	}
+	got := p.resv[i].got
+	p.resv[i].got = budget{}
+	return got
+}
+
+// cancel ends poke's reservation: what it held is free, and fills the others.
+func (p *pool) cancel(poke chan struct{}) {
+	i := p.find(poke)
+	if i < 0 {
+		return
+	}
+	got := p.resv[i].got
+	p.resv = append(p.resv[:i], p.resv[i+1:]...)
+	p.give(got)
+}
+
+// fill moves room into the reservations, in their order, each up to its
+// need, inputs and weight alike: from free, and then from what the later
+// reservations hold, the last first, so that the first always gets all the
+// room not waiting in a lane (a need never passes the whole room: an
+// admission that no room could hold is refused, not kept waiting). It
+// records the pokes of those it fills.
+func (p *pool) fill() {
+	for i := range p.resv {
+		r := &p.resv[i]
+		was := full(r)
+		move(&p.free, &r.got, r.need)
+		for j := len(p.resv) - 1; j > i && !full(r); j-- {
+			move(&p.resv[j].got, &r.got, r.need)
+		}
+		if !was && full(r) {
+			p.pokes = append(p.pokes, r.poke)
+		}
+	}
+}
+
+// move moves from from to to what to lacks of need, as much as from has.
+func move(from, to *budget, need budget) {
+	dn := min(from.n, max(0, need.n-to.n))
+	dw := min(from.w, max(0, need.w-to.w))
+	from.n -= dn
+	from.w -= dw
+	to.n += dn
+	to.w += dw
+}
+
+// full reports whether r holds all it needs.
+func full(r *reservation) bool { return r.got.n >= r.need.n && r.got.w >= r.need.w }
+
+// find is the index of poke's reservation, or -1.
+func (p *pool) find(poke chan struct{}) int {
+	for i := range p.resv {
+		if p.resv[i].poke == poke {
+			return i
+		}
+	}
+	return -1
+}
 
 // tokens are the slots for batches that no shard holds, with several
 // shards: free, a channel as big as MaxInFlightBatches with one token in it
@@ -118,6 +254,12 @@ type share[K comparable, I, O any] struct {
 	lanes   map[K]laneGuess  // need's guesses within one wake-up, with direct calls: see claims
 	paused  *pauses[K]       // the loop's paused keys, whose inputs take no room: see need
 	resumed map[K]bool       // keys need read a Resume of within one wake-up
+
+	// With WaitForRoom and several shards: the shard's reservation on the
+	// room given back (see pool), for the first admission in its wait line.
+	poke     chan struct{} // the shard's, capacity 1: wakes its loop once the reservation is full
+	reserved bool          // the shard has a reservation in spare: see roomFor
+	wants    bool          // an admission waits for room: see loop.admitWaiting
 }
 
 // borrowRoom borrows from spare what this shard lacks of room for the
@@ -140,9 +282,9 @@ func (sh *share[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
 	if short == (budget{}) {
 		return
 	}
-	b := sh.spare.take()
-	got := budget{min(b.n, short.n), min(b.w, short.w)}
-	sh.spare.put(budget{b.n - got.n, b.w - got.w})
+	p := sh.spare.take()
+	got := p.borrow(short)
+	sh.spare.put(p)
 	sh.st.grow(got.n, got.w)
 }
 
@@ -283,19 +425,51 @@ func (sh *share[K, I, O]) released(key K) {
 func sharedWeight(lim limits) int64 { return cmp.Or(lim.queuedWeight, math.MaxInt64) }
 
 // giveBackRoom gives back to spare all the room this shard holds spare, for
-// the other shards.
+// the other shards: it fills the reservations in their order, this shard's
+// too, which keeps its place while an admission waits for room here
+// (wants), and ends once none does.
 func (sh *share[K, I, O]) giveBackRoom() {
 	if sh.spare == nil {
 		return
 	}
 	back := budget{}
 	back.n, back.w = sh.st.spare()
-	if back == (budget{}) {
+	ending := sh.reserved && !sh.wants
+	if back == (budget{}) && !ending {
 		return
 	}
 	sh.st.grow(-back.n, -back.w)
-	b := sh.spare.take()
-	sh.spare.put(budget{b.n + back.n, b.w + back.w}) // within the room's total: no wrap
+	p := sh.spare.take()
+	p.give(back)
+	if ending {
+		p.cancel(sh.poke)
+		sh.reserved = false
+	}
+	sh.spare.put(p)
+}
+
+// roomFor reports whether the shard's core has room spare for b, the need
+// of the first admission in its wait line. With several shards it first
+// gives back what the core holds spare, which fills the reservations in
+// their order, and makes its own need b (at the end of the line if it had
+// none): then it takes what its reservation holds. So the room freed goes
+// to the shards' first waiting admissions in the order they began to wait,
+// this shard's own too. What it took and does not use goes back with
+// giveBackRoom, into the reservation, which keeps its place.
+func (sh *share[K, I, O]) roomFor(b budget) bool {
+	fn, fw := sh.st.spare()
+	if sh.spare == nil || b == (budget{}) {
+		return fn >= b.n && fw >= b.w
+	}
+	sh.st.grow(-fn, -fw)
+	p := sh.spare.take()
+	p.give(budget{fn, fw})
+	p.reserve(sh.poke, b)
+	sh.reserved = true
+	got := p.claim(sh.poke)
+	sh.spare.put(p)
+	sh.st.grow(got.n, got.w)
+	return got.n >= b.n && got.w >= b.w
 }
 
 // addGranted adds n inputs weighing w to the shard's room: room a DoMany's
@@ -489,12 +663,13 @@ func (x later[K, I, O]) send() {
 // over the same shards never each hold room the other needs, as they can
 // holding it shard by shard: one of them borrows, whatever the weights.
 func borrow[K comparable, I, O any](f *Ferry[K, I, O], g *group[K, I, O], total int64) bool {
-	b := f.spare.take()
-	if b.n < len(g.ws) || b.w < total {
-		f.spare.put(b)
+	p := f.spare.take()
+	if p.free.n < len(g.ws) || p.free.w < total {
+		f.spare.put(p)
 		return false
 	}
-	f.spare.put(budget{b.n - len(g.ws), b.w - total})
+	p.borrow(budget{len(g.ws), total})
+	f.spare.put(p)
 	for i := range g.parts {
 		g.parts[i].granted = true
 	}

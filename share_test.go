@@ -110,7 +110,7 @@ func TestShareNeed(t *testing.T) {
 		if shut {
 			want = budget{8, 100}
 		}
-		assert.Equal(t, want, sh.spare.take(), "shut down: %v", shut)
+		assert.Equal(t, want, sh.spare.take().free, "shut down: %v", shut)
 	}
 	// Without a MaxQueuedWeight the room's weight is MaxInt64, shared.
 	lim = limits{batchSize: 4, queued: 8}

@@ -1,6 +1,9 @@
 package ferry
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // This file is Submit: one input, admitted on the caller's goroutine and
 // answered through done, off the loop. Its ctx bounds the admission alone:
@@ -33,13 +36,24 @@ func submitInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O],
 		f.pools.putSub(w)
 		return ErrClosed
 	}
-	r, err := await(s, c, nil)
+	var cancel <-chan struct{} // with WaitForRoom, ctx bounds the wait for room
+	if f.waitForRoom {
+		cancel = ctx.Done()
+	}
+	r, err := await(s, c, cancel)
+	if err == errCancelled { // out of the line, unless let in or refused already
+		s.send(msg[K, I, O]{op: opLeave, w: &waiter[K, I, O]{c: c}})
+		r, err = await(s, c, nil)
+	}
 	if err != nil { // neither w nor c is pooled: the loop's last read may yet answer
 		return ErrClosed
 	}
 	f.pools.putWord(c) // the word was the loop's only send on it
-	if r.err == errAdmitted {
+	switch r.err {
+	case errAdmitted:
 		return nil
+	case errDropped:
+		r.err = fmt.Errorf("%w: %w", ctxErr(ctx), ErrDropped)
 	}
 	f.pools.putSub(w)
 	return r.err

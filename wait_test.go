@@ -1,0 +1,432 @@
+package ferry
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Waiting for room (issue 24, rule 6): Config.WaitForRoom.
+
+// The wait line, without goroutines: first come, first out; a caller that
+// gives up leaves from where it stands, and its mark goes; the inputs are
+// counted. Mutations: pop not unmarking (a popped waiter still reads as
+// waiting); leave of a waiter not in the line reporting true; inputs not
+// counting a part's inputs.
+func TestWaitLine(t *testing.T) {
+	type w = waiter[string, in, int]
+	var l waitLine[string, in, int]
+	_, ok := l.front()
+	assert.False(t, ok, "the zero value is an empty line")
+	a, b, c := &w{key: "a"}, &w{key: "b"}, &w{key: "c"}
+	g := &group[string, in, int]{ws: make([]w, 3), parts: []part[string, in, int]{{n: 2}, {n: 1}}}
+	l.push(a)
+	l.pushPart(g, 0, false)
+	l.push(b)
+	l.pushPart(g, 1, true) // a borrow: all of g
+	l.push(c)
+	assert.Equal(t, 5, l.len())
+	assert.Equal(t, 1+2+1+3+1, l.inputs())
+	assert.NotZero(t, waitNumber(b.tk), "b is marked")
+
+	assert.True(t, l.leave(b), "b leaves from the middle")
+	assert.Zero(t, waitNumber(b.tk), "and its mark goes")
+	assert.False(t, l.leave(b), "once")
+	assert.False(t, l.leave(&w{}), "a waiter never in the line")
+	assert.True(t, l.leavePart(g, 1))
+	assert.Zero(t, g.parts[1].wait)
+	assert.Equal(t, 3, l.len())
+	assert.Equal(t, 1+2+1, l.inputs())
+
+	var order []string
+	l.each(func(e waitEntry[string, in, int]) {
+		if e.w != nil {
+			order = append(order, e.w.key)
+		} else {
+			order = append(order, "part")
+		}
+	})
+	assert.Equal(t, []string{"a", "part", "c"}, order)
+	e, ok := l.front()
+	require.True(t, ok)
+	assert.Same(t, a, e.w, "first come, first out")
+	assert.Same(t, a, l.pop().w)
+	assert.Zero(t, waitNumber(a.tk), "a popped waiter is unmarked")
+	assert.Equal(t, int32(0), l.pop().part)
+	rest := l.clear(nil)
+	require.Len(t, rest, 1)
+	assert.Same(t, c, rest[0].w)
+	assert.Zero(t, l.len())
+	assert.Zero(t, l.inputs())
+	assert.Zero(t, waitNumber(c.tk))
+
+	// A wait ticket names no input in a lane, and none in flight.
+	assert.Zero(t, waitNumber(ticket{seq: 5}))
+	assert.Zero(t, waitNumber(inFlight(1, 5)))
+	assert.Equal(t, uint64(7), waitNumber(waitTicket(7)))
+}
+
+// The shared room's pool, without goroutines: room given back fills the
+// reservations in the order they were made, each up to its need, before
+// any is free; the first takes from later ones what it lacks; a
+// reservation is poked once, as it fills; claim keeps its place; cancel
+// frees what it held. Mutations: fill in reverse order; no taking from
+// later reservations (the second case deadlocks in a ferry: neither fills);
+// a poke on every fill, full or not.
+func TestPoolReservations(t *testing.T) {
+	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
+	p := &pool{free: budget{2, 20}}
+	p.reserve(a, budget{3, 30})
+	assert.Equal(t, budget{}, p.free, "a takes what is free")
+	assert.Empty(t, p.pokes, "a is not full")
+	p.reserve(b, budget{1, 10})
+	p.give(budget{1, 5})
+	assert.Equal(t, budget{3, 25}, p.resv[0].got, "a first")
+	assert.Equal(t, budget{}, p.resv[1].got)
+	p.give(budget{2, 15})
+	assert.Equal(t, budget{3, 30}, p.resv[0].got)
+	assert.Equal(t, budget{1, 10}, p.resv[1].got)
+	assert.Equal(t, budget{1, 0}, p.free, "free once both are full")
+	assert.Equal(t, []chan struct{}{a, b}, p.pokes, "each poked once, as it fills")
+	p.pokes = nil
+
+	assert.Equal(t, budget{3, 30}, p.claim(a))
+	assert.Equal(t, budget{}, p.claim(a), "claimed once")
+	p.reserve(a, budget{1, 1}) // its first admission left: it needs less, and comes first still
+	assert.Equal(t, budget{1, 1}, p.resv[0].got, "from free, then from b")
+	assert.Equal(t, budget{1, 9}, p.resv[1].got)
+	assert.Equal(t, []chan struct{}{a}, p.pokes)
+	p.pokes = nil
+	p.give(budget{0, 1})
+	assert.Equal(t, budget{1, 10}, p.resv[1].got)
+	assert.Equal(t, []chan struct{}{b}, p.pokes, "b again, as it fills again")
+	p.pokes = nil
+	p.reserve(a, budget{})
+	assert.Equal(t, budget{1, 1}, p.free, "what a held beyond its need is free")
+	assert.Empty(t, p.pokes)
+	p.give(budget{1, 1})
+	p.cancel(a)
+	assert.Len(t, p.resv, 1)
+	assert.Equal(t, budget{2, 2}, p.free)
+	p.cancel(a) // a no-op
+	assert.Equal(t, budget{}, p.claim(a))
+
+	// The first reservation takes what a later one holds: the whole room is
+	// 4; b holds 3 of 4 it needs; a, earlier, needs all 4 once its first
+	// admission changed. Neither would fill from free alone.
+	p = &pool{}
+	p.reserve(a, budget{1, 1})
+	p.reserve(b, budget{4, 4})
+	p.give(budget{4, 4})
+	assert.Equal(t, budget{1, 1}, p.resv[0].got)
+	assert.Equal(t, budget{3, 3}, p.resv[1].got)
+	p.claim(a)
+	p.give(budget{1, 1})
+	p.pokes = nil
+	p.reserve(a, budget{4, 4})
+	assert.Equal(t, budget{4, 4}, p.resv[0].got, "a takes b's")
+	assert.Equal(t, budget{}, p.resv[1].got)
+	assert.Equal(t, []chan struct{}{a}, p.pokes)
+}
+
+// A Do that the room cannot hold waits for room instead of ErrRejected, and
+// the waiting inputs are let in in the order they came, as batches free the
+// room: with MaxQueued 1, x fills it, then y, z and a DoMany of one wait, in
+// that order, and each Flush lets the next in. Stats counts them. Mutations:
+// admit rejecting a full room anyway (y gets ErrRejected); the line served
+// last first (z before y); dispatch not letting in after it takes (y waits
+// on for ever: the bubble deadlocks).
+func TestWaitForRoomInOrder(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxQueued: 1, MaxBatchDelay: time.Hour, WaitForRoom: true}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		x := h.do(ctx, in{Key: "a", ID: 1})
+		synctest.Wait()
+		y := h.do(ctx, in{Key: "b", ID: 2})
+		synctest.Wait()
+		z := h.do(ctx, in{Key: "c", ID: 3})
+		synctest.Wait()
+		many := make(chan error, 1)
+		go func() {
+			_, err := h.f.DoMany(ctx, []in{{Key: "d", ID: 4}})
+			many <- err
+		}()
+		synctest.Wait()
+		pending(t, y)
+		pending(t, z)
+		st := h.f.Stats()
+		assert.Equal(t, 1, st.Queued)
+		assert.Equal(t, 3, st.Waiting)
+		for range 4 {
+			require.NoError(t, h.f.Flush(ctx))
+		}
+		synctest.Wait()
+		assert.Equal(t, answer{10, nil}, got(t, x))
+		assert.Equal(t, answer{20, nil}, got(t, y))
+		assert.Equal(t, answer{30, nil}, got(t, z))
+		assert.NoError(t, <-many)
+		assert.Equal(t, [][]int{{1}, {2}, {3}, {4}}, ids(h.seen()))
+		assert.Zero(t, h.f.Stats().Waiting)
+		assert.Zero(t, h.f.Stats().Rejected)
+	})
+}
+
+// A waiting DoMany is not starved by single inputs that would fit: with
+// MaxQueued 3 and two waiting, a DoMany of three waits, and the Do that
+// comes after it waits behind it although one input of room is free.
+// Mutation: admit letting in what fits while others wait (the Do is called
+// before the DoMany).
+func TestWaitForRoomDoManyNotStarved(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{MaxQueued: 3, MaxInFlightBatches: 1, MaxBatchDelay: time.Hour, WaitForRoom: true}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		first := h.do(ctx, in{Key: "a", ID: 1})
+		synctest.Wait()
+		second := h.do(ctx, in{Key: "b", ID: 2})
+		synctest.Wait()
+		many := make(chan error, 1)
+		go func() {
+			_, err := h.f.DoMany(ctx, []in{{Key: "c", ID: 3}, {Key: "c", ID: 4}, {Key: "c", ID: 5}})
+			many <- err
+		}()
+		synctest.Wait()
+		single := h.do(ctx, in{Key: "d", ID: 6})
+		synctest.Wait()
+		pending(t, single)
+		assert.Equal(t, 4, h.f.Stats().Waiting)
+		require.NoError(t, h.f.Flush(ctx)) // 1 and 2 go: the DoMany is let in; 6 still waits
+		assert.Equal(t, 1, h.f.Stats().Waiting)
+		require.NoError(t, h.f.Flush(ctx))
+		require.NoError(t, h.f.Flush(ctx))
+		synctest.Wait()
+		got(t, first)
+		got(t, second)
+		assert.NoError(t, <-many)
+		assert.Equal(t, answer{60, nil}, got(t, single))
+		assert.Equal(t, [][]int{{1}, {2}, {3, 4, 5}, {6}}, ids(h.seen()))
+	})
+}
+
+// A caller whose ctx ends while it waits for room gets ctx's error and
+// ErrDropped, exactly when its ctx ends, and nothing of it was admitted or
+// is held: Do, Submit (its done is never called) and DoMany, each behind a
+// full room. Mutations: leave not taking a Submit out of the line (it is
+// let in later and its done runs); Submit not watching ctx while it waits
+// (it blocks until room frees); drop not looking in the line (the Do's
+// error lacks ErrDropped).
+func TestWaitForRoomCtxEnds(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprint("shards=", shards), func(t *testing.T) {
+			bubble(t, func(t *testing.T) { waitForRoomCtxEnds(t, shards) })
+		})
+	}
+}
+
+// waitForRoomCtxEnds is TestWaitForRoomCtxEnds with shards: with two, the
+// DoMany's inputs are in both, so it waits in one shard's line for the room
+// of all of them (opBorrowWait), and leaves it as one.
+func waitForRoomCtxEnds(t *testing.T, shards int) {
+	h := newHarness(t, Config[string, in]{Shards: shards, MaxQueued: 2, MaxBatchDelay: time.Hour, WaitForRoom: true}, false)
+	defer h.f.Close()
+	k0, k1 := keysIn(h, 0, 3), keysIn(h, shards-1, 3)
+	bg := context.Background()
+	full := h.do(bg, in{Key: k0[0], ID: 1})
+	synctest.Wait()
+	full2 := h.do(bg, in{Key: k0[0], ID: 0})
+	synctest.Wait()
+	ctx, cancel := context.WithTimeout(bg, time.Second)
+	defer cancel()
+	start := time.Now()
+	do := h.do(ctx, in{Key: k1[1], ID: 2})
+	sub, many := make(chan error, 1), make(chan error, 1)
+	go func() {
+		sub <- h.f.Submit(ctx, in{Key: k0[1], ID: 3}, func(int, error) { t.Error("done of an input never admitted") })
+	}()
+	go func() {
+		_, err := h.f.DoMany(ctx, []in{{Key: k0[2], ID: 4}, {Key: k1[2], ID: 5}})
+		many <- err
+	}()
+	synctest.Wait()
+	assert.Equal(t, 4, h.f.Stats().Waiting)
+	time.Sleep(time.Second)
+	synctest.Wait()
+	err := got(t, do).err
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, ErrDropped)
+	err = <-sub
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, ErrDropped)
+	err = <-many
+	var errs Errors
+	require.ErrorAs(t, err, &errs)
+	require.Len(t, errs, 2)
+	for _, err := range errs {
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorIs(t, err, ErrDropped)
+	}
+	assert.Equal(t, time.Second, time.Since(start))
+	st := h.f.Stats()
+	assert.Zero(t, st.Waiting)
+	assert.Equal(t, 2, st.Queued)
+	require.NoError(t, h.f.Flush(bg))
+	synctest.Wait()
+	got(t, full)
+	got(t, full2)
+	assert.Equal(t, [][]int{{1, 0}}, ids(h.seen()), "nothing of theirs was called")
+	if shards > 1 {
+		assert.Equal(t, budget{2, math.MaxInt64}, spareOf(h), "nothing held, no reservation")
+	}
+	// The room is whole again: two inputs are let in at once.
+	_, err = h.f.DoMany(bg, []in{{Key: k0[2], ID: 6}, {Key: k1[2], ID: 7}})
+	assert.NoError(t, err)
+}
+
+// What no room could ever hold is still ErrRejected at once, with
+// WaitForRoom: an input heavier than MaxQueuedWeight, a DoMany of more
+// inputs than MaxQueued, even while others wait. Close answers the waiting
+// admissions with ErrClosed, Shutdown too. Mutation: admit putting a heavy
+// input in the line when others wait (it waits until Close).
+func TestWaitForRoomNeverFitsAndClose(t *testing.T) {
+	for _, shutdown := range []bool{false, true} {
+		t.Run(map[bool]string{false: "close", true: "shutdown"}[shutdown], func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				h := newHarness(t, Config[string, in]{MaxQueued: 2, MaxQueuedWeight: 10, MaxBatchDelay: time.Hour, WaitForRoom: true}, true)
+				ctx := context.Background()
+				first := h.do(ctx, in{Key: "a", ID: 1, W: 10})
+				synctest.Wait()
+				waiting := h.do(ctx, in{Key: "b", ID: 2, W: 1})
+				synctest.Wait()
+				pending(t, waiting)
+				_, err := h.f.Do(ctx, in{Key: "c", ID: 3, W: 11})
+				assert.ErrorIs(t, err, ErrRejected)
+				_, err = h.f.DoMany(ctx, []in{{Key: "d"}, {Key: "d"}, {Key: "d"}})
+				assert.ErrorIs(t, err, ErrRejected)
+				sub := make(chan error, 1)
+				go func() { sub <- h.f.Submit(ctx, in{Key: "e", ID: 5}, nil) }()
+				synctest.Wait()
+				if shutdown {
+					done := make(chan error, 1)
+					go func() { done <- h.f.Shutdown(ctx) }()
+					synctest.Wait()
+					assert.ErrorIs(t, got(t, waiting).err, ErrClosed)
+					assert.ErrorIs(t, <-sub, ErrClosed)
+					h.hold <- struct{}{} // the first input's call, which shutdown runs
+					synctest.Wait()
+					assert.NoError(t, <-done)
+					assert.Equal(t, answer{10, nil}, got(t, first))
+					return
+				}
+				require.NoError(t, h.f.Close())
+				synctest.Wait()
+				assert.ErrorIs(t, got(t, waiting).err, ErrClosed)
+				assert.ErrorIs(t, <-sub, ErrClosed)
+				assert.ErrorIs(t, got(t, first).err, ErrClosed)
+			})
+		})
+	}
+}
+
+// Over several shards the room freed in one shard goes to the admissions
+// waiting in another: with MaxQueued 2 and a shard's inputs holding the
+// room, another shard's Do waits, and is let in as soon as the first's
+// batches are taken at their deadline, with no poll (under synctest, a
+// missed wake-up deadlocks the bubble). A DoMany over both shards waits for the room of all its
+// inputs in one shard's line, and gets it as the room frees. An input let in
+// after waiting keeps its submission time, for its deadline. Mutations:
+// pool.fill not poking (the bubble deadlocks); giveBackRoom not reserving
+// (likewise).
+func TestWaitForRoomOverShards(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 2, MaxBatchDelay: time.Hour, WaitForRoom: true}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		a, b := keysIn(h, 0, 2), keysIn(h, 1, 2)
+		x := h.do(ctx, in{Key: a[0], ID: 1})
+		y := h.do(ctx, in{Key: a[1], ID: 2})
+		synctest.Wait()
+		z := h.do(ctx, in{Key: b[0], ID: 3}) // shard 1: the room is full
+		synctest.Wait()
+		many := make(chan error, 1)
+		go func() {
+			_, err := h.f.DoMany(ctx, []in{{Key: a[0], ID: 4}, {Key: b[1], ID: 5}})
+			many <- err
+		}()
+		synctest.Wait()
+		pending(t, z)
+		assert.Equal(t, 3, h.f.Stats().Waiting)
+		assert.Zero(t, spareOf(h).n, "no input of room free while they wait")
+		// At their deadline x and y go; z, let in past its own (its
+		// submission was an hour ago), goes at once, and the room it frees
+		// lets the DoMany in, due too: each step a wake-up of the shard
+		// whose reservation filled.
+		advance(time.Hour)
+		got(t, x)
+		got(t, y)
+		assert.Equal(t, answer{30, nil}, got(t, z))
+		assert.NoError(t, <-many)
+		assert.Equal(t, []time.Duration{time.Hour, time.Hour, time.Hour, time.Hour, time.Hour}, callTimes(h.seen()))
+		assert.Zero(t, h.f.Stats().Waiting)
+		assert.Zero(t, h.f.Stats().Waiting)
+		require.NoError(t, h.f.Flush(ctx))
+		assert.Equal(t, budget{2, math.MaxInt64}, spareOf(h), "all the room back, and no reservation holds any")
+		assert.Zero(t, h.f.Stats().Rejected)
+	})
+}
+
+// A paused key's input is refused ErrPaused at once, with WaitForRoom, even
+// behind a full room; one waiting for room as its key is paused is refused
+// then, though another waits before it. Mutation: pause leaving the line
+// alone (the waiting Do is refused only once the one before it is let in,
+// an hour later).
+// callTimes is when each call started, in order.
+func callTimes(calls []called) []time.Duration {
+	var ts []time.Duration
+	for _, c := range calls {
+		ts = append(ts, c.at)
+	}
+	slices.Sort(ts)
+	return ts
+}
+
+func TestWaitForRoomPaused(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		g := newGate(func(x in) bool { return x.ID == 1 })
+		f, err := New(g.call, Config[string, in]{Key: inCfg.Key, Shards: 1, MaxQueued: 1,
+			PauseOnError: true, WaitForRoom: true, MaxBatchDelay: time.Hour})
+		require.NoError(t, err)
+		defer f.Close()
+		ctx := context.Background()
+		failing := do(f, ctx, in{Key: "a", ID: 1})
+		synctest.Wait()
+		flushed := make(chan error, 1)
+		go func() { flushed <- f.Flush(ctx) }() // 1 is taken: the room is free
+		synctest.Wait()
+		other := do(f, ctx, in{Key: "c", ID: 2}) // fills the room for an hour
+		synctest.Wait()
+		first := do(f, ctx, in{Key: "d", ID: 5}) // first in the line
+		synctest.Wait()
+		waiting := do(f, ctx, in{Key: "a", ID: 3})
+		synctest.Wait()
+		pending(t, waiting)
+		g.open <- struct{}{} // 1 fails: a is paused
+		synctest.Wait()
+		assert.ErrorIs(t, got(t, failing).err, errBoom)
+		paused(t, got(t, waiting).err)
+		_, err = f.Do(ctx, in{Key: "a", ID: 4})
+		paused(t, err)
+		assert.NoError(t, <-flushed)
+		pending(t, other)
+		pending(t, first)
+		assert.Equal(t, 1, f.Stats().Waiting)
+		assert.Equal(t, [][]int{{1}}, g.got())
+	})
+}
