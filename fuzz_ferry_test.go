@@ -53,6 +53,9 @@ type ferryRun struct {
 	failed     map[string][]int // by key, the failed inputs of its last call
 	retrying   map[string][]int // by key, the inputs a Retry said to call again
 	retried    int              // calls that were retries
+
+	called map[int]bool             // inputs that reached a call
+	last   map[string]map[int64]int // by key and rank, the last input called (not by a retry)
 }
 
 // userClose calls Close from user code the ferry runs (a done, an OnBatch),
@@ -147,8 +150,14 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 		}
 	}
 	mode := r.modes[ins[0].ID]
+	retry := r.cfg.Retry != nil && r.checkRetry(key, ins)
+	if !retry {
+		r.checkOrder(key, ins)
+	}
+	for _, x := range ins {
+		r.called[x.ID] = true
+	}
 	if r.cfg.Retry != nil {
-		r.checkRetry(key, ins)
 		if r.tries[ins[0].ID]++; r.tries[ins[0].ID] > r.failN {
 			mode &^= 3 // it answers now
 		}
@@ -259,22 +268,42 @@ func (r *ferryRun) retry(k any, attempt int, err error) (time.Duration, bool) {
 
 // checkRetry checks a call for key after a Retry said to call again: its
 // inputs are among those failed, in their order, unless the retry did not
-// happen: every caller of those gave up, or the ferry closed. r.mu is held.
-func (r *ferryRun) checkRetry(key string, ins []in) {
+// happen: every caller of those gave up, or the ferry closed. It reports
+// whether the call is a retry. r.mu is held.
+func (r *ferryRun) checkRetry(key string, ins []in) bool {
 	want, ok := r.retrying[key]
 	if !ok {
-		return
+		return false
 	}
 	delete(r.retrying, key)
 	if subsequence(ins, want) { // ids are unique: only a retry calls them again
 		r.retried++
-		return
+		return true
 	}
 	for _, id := range want {
 		if !r.cancelled[r.owner[id]] && !r.closed && !r.cfg.CancelAbandoned {
 			r.fail("call %v for %s after a Retry of %v: another call came between the attempts", ins, key, want)
-			return
+			break
 		}
+	}
+	return false
+}
+
+// checkOrder checks that a key's inputs of one rank reach calls in the
+// order they came, which is the order of their ids: each step's admission
+// is over before the next step (the steps wait for the bubble), a DoMany's
+// inputs are in slice order, and those waiting for room go in in the order
+// they came. A retry (not checked here) calls a failed call's inputs again,
+// before any later call of the key. r.mu is held.
+func (r *ferryRun) checkOrder(key string, ins []in) {
+	if r.last[key] == nil {
+		r.last[key] = map[int64]int{}
+	}
+	for _, x := range ins {
+		if last, ok := r.last[key][x.R]; ok && x.ID < last {
+			r.fail("input %d of %s (rank %d) called after input %d, which came later", x.ID, key, x.R, last)
+		}
+		r.last[key][x.R] = max(r.last[key][x.R], x.ID)
 	}
 }
 
@@ -349,6 +378,7 @@ type fuzzCaller struct {
 	a      answer
 	how    int           // doOne, submitOne or doMany
 	gate   chan struct{} // a Submit whose done blocks until it is closed
+	never  bool          // no room could ever hold it (or its DoMany): ErrRejected even with WaitForRoom
 }
 
 const (
@@ -417,7 +447,8 @@ func many(f *Ferry[any, in, int], ctx context.Context, cs []*fuzzCaller) {
 }
 
 // flushing is a Flush in flight: once it returns nil, every caller before
-// the first `before` must have its answer.
+// the first `before` must have its answer; with WaitForRoom, only if none
+// waited for room as it was called (those a Flush does not wait for).
 type flushing struct {
 	before int
 	c      chan error
@@ -440,9 +471,13 @@ func runFerry(t *testing.T, data []byte) {
 	if opts&64 != 0 {
 		cfg.MaxQueued += 192 // so that shards borrow and keep chunks of the room: see share
 	}
+	more := b.next()
+	cfg.PauseOnError = more&1 == 1
+	cfg.WaitForRoom = more&2 == 2
 	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{}, ok: map[int]bool{},
 		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}, closeErr: make(chan error, 1), returned: map[int]bool{},
-		tries: map[int]int{}, failed: map[string][]int{}, retrying: map[string][]int{}}
+		tries: map[int]int{}, failed: map[string][]int{}, retrying: map[string][]int{},
+		called: map[int]bool{}, last: map[string]map[int64]int{}}
 	if opts&128 != 0 { // a Retry policy: attempts, backoff (0, 1ms or huge), a panic, calls that fail
 		p := b.next()
 		r.retryN, r.failN = 1+p%4, p/4%4
@@ -481,7 +516,8 @@ func runFerry(t *testing.T, data []byte) {
 		if id%2 == 1 {
 			ctx = callerCtx{parent, r}
 		}
-		c := &fuzzCaller{x: x, cancel: cancel, c: make(chan answer, 1), how: how}
+		c := &fuzzCaller{x: x, cancel: cancel, c: make(chan answer, 1), how: how,
+			never: cfg.MaxQueuedWeight > 0 && x.W > cfg.MaxQueuedWeight}
 		callers = append(callers, c)
 		return c, ctx
 	}
@@ -495,9 +531,9 @@ func runFerry(t *testing.T, data []byte) {
 				out, err := f.Do(ctx, c.x)
 				a = answer{out, err}
 			}()
-		case 8: // Submit
+		case 8: // Submit: on a goroutine, as with WaitForRoom it may wait
 			c, ctx := input(submitOne, true)
-			r.submit(f, ctx, c)
+			go r.submit(f, ctx, c)
 		case 9: // DoMany of 1 to 3 inputs, with good keys, on one context
 			c, ctx := input(doMany, false)
 			cs := []*fuzzCaller{c}
@@ -509,6 +545,15 @@ func runFerry(t *testing.T, data []byte) {
 				r.mu.Unlock()
 				cs = append(cs, x)
 			}
+			var w int64 // saturated at MaxInt64
+			for _, x := range cs {
+				w = min(w, math.MaxInt64-x.x.W) + x.x.W
+			}
+			if len(cs) > cfg.MaxQueued || cfg.MaxQueuedWeight > 0 && w > cfg.MaxQueuedWeight || w == math.MaxInt64 {
+				for _, x := range cs {
+					x.never = true
+				}
+			}
 			go many(f, ctx, cs)
 		case 10: // Flush, sometimes with a deadline
 			ctx, cancel := context.Background(), context.CancelFunc(func() {})
@@ -516,6 +561,9 @@ func runFerry(t *testing.T, data []byte) {
 				ctx, cancel = context.WithTimeout(ctx, time.Duration(d)*time.Millisecond)
 			}
 			fl := flushing{before: len(callers), c: make(chan error, 1)}
+			if cfg.WaitForRoom && f.Stats().Waiting > 0 {
+				fl.before = 0
+			}
 			flushes = append(flushes, fl)
 			go func() {
 				defer cancel()
@@ -561,7 +609,7 @@ func runFerry(t *testing.T, data []byte) {
 			c, ctx := input(submitOne, true)
 			c.gate = make(chan struct{})
 			gates = append(gates, c.gate)
-			r.submit(f, ctx, c)
+			go r.submit(f, ctx, c)
 		case 12: // a blocked done returns; or, rarely, the next done or OnBatch calls Close
 			switch x := b.next(); {
 			case x%2 == 0 && len(gates) > 0:
@@ -573,11 +621,16 @@ func runFerry(t *testing.T, data []byte) {
 					r.closeArm = 1
 				}
 				r.mu.Unlock()
+			case x%8 == 3: // Resume a key, paused or not
+				f.Resume(string(rune('a' + b.next()%3)))
 			}
 		case 7: // Stats goes through the loop too
 			s := f.Stats()
 			if s.Queued > cfg.MaxQueued || s.Weight < 0 || cfg.MaxQueuedWeight > 0 && s.Weight > cfg.MaxQueuedWeight {
 				t.Fatalf("room over its limits: %+v", s)
+			}
+			if s.Waiting < 0 || !cfg.WaitForRoom && s.Waiting > 0 || s.Paused < 0 || !cfg.PauseOnError && s.Paused > 0 {
+				t.Fatalf("stats: %+v", s)
 			}
 		}
 		synctest.Wait()
@@ -618,6 +671,7 @@ func runFerry(t *testing.T, data []byte) {
 	if err := <-closeDone; err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+	synctest.Wait() // the callers' goroutines hand on what they got
 	for _, c := range callers {
 		if !c.done && c.how == submitOne {
 			select {
@@ -635,6 +689,9 @@ func runFerry(t *testing.T, data []byte) {
 			t.Fatalf("input %d: its call answered it, yet its caller was told %v", c.x.ID, c.a.err)
 		}
 		checkAnswer(t, c, r.exited, cfg)
+		if errors.Is(c.a.err, ErrPaused) && r.called[c.x.ID] {
+			t.Fatalf("input %d: answered %v, yet it reached a call", c.x.ID, c.a.err)
+		}
 	}
 	left := 0
 	for _, n := range r.made {
@@ -650,7 +707,7 @@ func runFerry(t *testing.T, data []byte) {
 		}
 	}
 	s := f.Stats()
-	if s.Queued != 0 || s.Weight != 0 || s.Busy != 0 || s.Lanes != 0 {
+	if s.Queued != 0 || s.Weight != 0 || s.Busy != 0 || s.Lanes != 0 || s.Waiting != 0 {
 		t.Fatalf("after Close: %+v", s)
 	}
 	if s.Batches+s.DirectCalls+uint64(r.retried) < uint64(r.calls) || s.Batches > uint64(r.calls) {
@@ -706,6 +763,14 @@ func checkAnswer(t *testing.T, c *fuzzCaller, exited map[int]bool, cfg Config[an
 		if c.a.out != 10*c.x.ID {
 			t.Fatalf("input %d got %d", c.x.ID, c.a.out)
 		}
+	case errors.Is(err, ErrRejected) && cfg.WaitForRoom && !c.never:
+		t.Fatalf("input %d: %v, with WaitForRoom, though a room could hold it", c.x.ID, err)
+	case errors.Is(err, ErrPaused) && !cfg.PauseOnError:
+		t.Fatalf("input %d: %v without PauseOnError", c.x.ID, err)
+	case errors.Is(err, ErrPaused) && !errors.Is(err, errFuzzCall) && !errors.As(err, &p) && !errors.Is(err, errGoexit) &&
+		!errors.Is(err, ErrCallTimeout):
+		t.Fatalf("input %d: %v, not the failure that paused its key", c.x.ID, err)
+	case errors.Is(err, ErrPaused):
 	case errors.Is(err, ErrRejected), errors.Is(err, ErrClosed), errors.Is(err, errFuzzCall),
 		errors.As(err, &p), errors.Is(err, context.Canceled), errors.Is(err, errGoexit),
 		errors.Is(err, ErrCallTimeout) && cfg.CallTimeout > 0, errors.Is(err, ErrAbandoned) && cfg.CancelAbandoned:
@@ -730,27 +795,34 @@ func FuzzFerry(f *testing.F) {
 
 var ferrySeeds = [][]byte{
 	// batch 2, delay 1ms, 2 workers, room 4: inputs, time, a cancellation
-	{1, 0, 1, 1, 3, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 4, 0, 2, 0, 2, 5, 3, 3, 1, 4, 1, 7, 0, 2, 2, 1, 4, 3},
+	{1, 0, 1, 1, 3, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 4, 0, 2, 0, 2, 5, 3, 3, 1, 4, 1, 7, 0, 2, 2, 1, 4, 3},
 	// direct calls, zero delay, failing and panicking calls, then Close
-	{2, 3, 0, 0, 7, 0, 1, 0, 0, 1, 0, 1, 1, 1, 0, 2, 1, 2, 2, 2, 0, 3, 3, 4, 2, 6, 0, 0, 4, 3},
+	{2, 3, 0, 0, 7, 0, 1, 0, 0, 0, 1, 0, 1, 1, 1, 0, 2, 1, 2, 2, 2, 0, 3, 3, 4, 2, 6, 0, 0, 4, 3},
 	// weights near the limits, Shutdown with a short deadline
-	{3, 4, 2, 2, 5, 9, 0, 0, 0, 1, 3, 0, 4, 1, 0, 2, 2, 1, 0, 1, 4, 2, 4, 4, 3, 7, 6, 0, 1, 3},
+	{3, 4, 2, 2, 5, 9, 0, 0, 0, 0, 1, 3, 0, 4, 1, 0, 2, 2, 1, 0, 1, 4, 2, 4, 4, 3, 7, 6, 0, 1, 3},
 	// long calls, many cancellations, Close while calls are in flight
-	{0, 0, 1, 0, 7, 0, 0, 0, 0, 0, 0, 12, 0, 1, 0, 0, 13, 3, 0, 3, 1, 4, 1, 0, 2, 1, 1, 14, 6, 0, 0, 4},
+	{0, 0, 1, 0, 7, 0, 0, 0, 0, 0, 0, 0, 12, 0, 1, 0, 0, 13, 3, 0, 3, 1, 4, 1, 0, 2, 1, 1, 14, 6, 0, 0, 4},
 	// Retry (3 attempts, 1ms apart, leaders fail twice), direct calls: a fails and is retried while a waits
-	{1, 0, 0, 1, 3, 0, 1, 128 | 8, 1 + 2*4 + 16 + 64, 0, 0, 0, 1, 0, 0, 1, 0, 0, 1, 4, 1, 4, 1, 4, 1, 4, 3},
+	{1, 0, 0, 1, 3, 0, 1, 128 | 8, 0, 1 + 2*4 + 16 + 64, 0, 0, 0, 1, 0, 0, 1, 0, 0, 1, 4, 1, 4, 1, 4, 1, 4, 3},
 	// Retry with a huge backoff, then Close
-	{1, 0, 0, 1, 3, 0, 0, 128 | 8, 2 + 4 + 32 + 64, 0, 0, 0, 1, 0, 0, 1, 0, 0, 2, 4, 1, 6, 0, 0},
+	{1, 0, 0, 1, 3, 0, 0, 128 | 8, 0, 2 + 4 + 32 + 64, 0, 0, 0, 1, 0, 0, 1, 0, 0, 2, 4, 1, 6, 0, 0},
 	// direct calls: a runs, a waits and its batch runs Goexit, b's direct call runs Goexit; a again
-	{0, 0, 0, 0, 3, 0, 1, 0, 0, 0, 1, 0, 5, 0, 0, 1, 0, 16, 0, 1, 1, 0, 16, 4, 2, 0, 0, 1, 0, 0, 4, 3},
+	{0, 0, 0, 0, 3, 0, 1, 0, 0, 0, 0, 1, 0, 5, 0, 0, 1, 0, 16, 0, 1, 1, 0, 16, 4, 2, 0, 0, 1, 0, 0, 4, 3},
 	// batch 2, delay 1ms, 2 workers: a batch that runs Goexit, then a batch that does not
-	{1, 0, 1, 1, 3, 0, 0, 0, 0, 0, 1, 0, 16, 0, 0, 1, 0, 0, 4, 2, 0, 0, 1, 0, 0, 4, 2},
+	{1, 0, 1, 1, 3, 0, 0, 0, 0, 0, 0, 1, 0, 16, 0, 0, 1, 0, 0, 4, 2, 0, 0, 1, 0, 0, 4, 2},
 	// batch 2, delay 1ms, 2 workers, OnBatch: a Submit whose done blocks, a Flush that makes
 	// it due and waits for its done, a Do on another key meanwhile; the done returns; the
 	// next done calls Close
-	{1, 0, 1, 1, 3, 0, 0, 0, 11, 0, 0, 1, 0, 0, 10, 0, 4, 1, 0, 1, 0, 1, 0, 0, 4, 1, 12, 0,
-		12, 1, 8, 2, 0, 1, 0, 0, 4, 2, 0, 0, 0, 1, 0, 0},
+	{1, 0, 1, 1, 3, 0, 0, 0, 0, 11, 0, 0, 1, 0, 0, 10, 0, 4, 1, 0, 1, 0, 1, 0, 0, 4, 1, 12, 0, 12, 1, 8, 2, 0, 1, 0, 0, 4, 2, 0, 0, 0, 1, 0, 0},
 	// direct calls, 1 worker, OnBatch: the next OnBatch (of a direct call) calls Close
 	// while a done blocks; Do after it gets ErrClosed
-	{0, 0, 0, 0, 3, 0, 1, 0, 11, 0, 0, 1, 0, 0, 12, 1, 0, 1, 0, 1, 0, 0, 4, 1, 0, 2, 0, 1, 0, 0},
+	{0, 0, 0, 0, 3, 0, 1, 0, 0, 11, 0, 0, 1, 0, 0, 12, 1, 0, 1, 0, 1, 0, 0, 4, 1, 0, 2, 0, 1, 0, 0},
+	// 1 worker, zero delay, PauseOnError, no OnBatch: a's call takes 2ms and fails; a's next
+	// input waits, and is answered ErrPaused; a Do of a is refused; Resume a; a again
+	{0, 0, 0, 0, 3, 0, 0, 8, 1, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 4, 3, 1, 0, 0, 0, 0, 0, 12, 3, 0,
+		2, 0, 0, 0, 0, 0, 4, 3},
+	// batch 2, delay 1ms, 2 workers, room 1, WaitForRoom and PauseOnError: b and c wait for
+	// room, b gives up, a DoMany of two waits behind c, time passes, a Submit waits
+	{1, 0, 1, 1, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 3, 1,
+		9, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 4, 2, 4, 2, 4, 2, 8, 2, 0, 0, 0, 0, 4, 3},
 }

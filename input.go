@@ -27,7 +27,7 @@ type waiter[K comparable, I, O any] struct {
 	g       *group[K, I, O]
 	i       int   // DoMany: its index in g
 	part    int32 // DoMany: its part of g, the inputs in its shard
-	dropped bool  // loop-owned, DoMany: dropped for its caller, before any call, written before the part's word
+	dropped bool  // DoMany: dropped for its caller, before any call: loop-owned, written before the part's word; caller-owned if its part never went in (see group.admit)
 	gone    bool  // loop-owned: taken by a call, and its caller has given up since (Do, DoMany): not retried
 
 	after, fin chan struct{} // a direct call's, with OnBatch, written by the loop before errClaimed: see loop.completing

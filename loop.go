@@ -339,7 +339,7 @@ func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 			}
 			l.letIn(e.w, now)
 		case e.borrow:
-			l.grant(e.g, need)
+			l.grant(e.g, e.part, need, now)
 		default:
 			l.letInPart(e.g, e.part, opAdmitMany, now)
 		}
@@ -356,6 +356,8 @@ func (l *loop[K, I, O]) needOf(e waitEntry[K, I, O]) budget {
 			total = addWeight(total, p.total)
 		}
 		return budget{len(e.g.ws), total}
+	case e.w == nil && e.g.parts[e.part].granted:
+		return budget{} // its room came with it
 	case e.w == nil:
 		n, total, _, _ := l.partNeed(e.g, e.part)
 		return budget{n, total}
@@ -373,13 +375,15 @@ func (l *loop[K, I, O]) needOf(e waitEntry[K, I, O]) budget {
 // grant gives a DoMany over several shards, waiting at the front of the
 // line, the room of all its inputs, need, out of this shard's: each part is
 // granted, and its shard adds the part's share to its own as it lets the
-// part in (see borrow).
-func (l *loop[K, I, O]) grant(g *group[K, I, O], need budget) {
+// part in (see borrow). Its part here, i, goes in now, in the DoMany's turn,
+// before what waits behind it: the part's word says so. The other parts
+// wait their turn in their shards' lines, where they come later.
+func (l *loop[K, I, O]) grant(g *group[K, I, O], i int32, need budget, now time.Duration) {
 	l.st.grow(-need.n, -need.w)
-	for i := range g.parts {
-		g.parts[i].granted = true
+	for j := range g.parts {
+		g.parts[j].granted = true
 	}
-	l.share.replyAfterLend(later[K, I, O]{p: &g.parts[0]})
+	l.letInPart(g, i, opAdmitMany, now)
 }
 
 // borrowWait puts the room of all of g's inputs, a DoMany over several
@@ -402,6 +406,7 @@ func (l *loop[K, I, O]) borrowWait(g *group[K, I, O], i int32) {
 func (l *loop[K, I, O]) leave(m msg[K, I, O]) {
 	if g := m.w.g; g != nil {
 		if l.waits.leavePart(g, m.part) {
+			l.takeRoomOf(&g.parts[m.part]) // lent back as the wake-up ends
 			g.parts[m.part].err = errDropped
 			l.share.replyAfterLend(later[K, I, O]{p: &g.parts[m.part]})
 		}
@@ -426,6 +431,7 @@ func (l *loop[K, I, O]) answerWaiting(es []waitEntry[K, I, O], err error) {
 			e.w.c <- result[O]{err: err}
 		default:
 			p := &e.g.parts[e.part]
+			l.takeRoomOf(p)
 			p.err = err
 			p.c <- struct{}{}
 		}
@@ -736,20 +742,11 @@ func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
 // admitPart handles part i of a DoMany: admits all its inputs, in order, or
 // none; or, over several shards, holds room for them first, or lets it go.
 // The room held is let go before the part is admitted or refused. With
-// WaitForRoom a part that the room cannot hold now (and could) waits for
-// room, as a Do's input does, unless its room came with it (granted).
+// WaitForRoom a part waits for room, as a Do's input does, behind those
+// waiting, or if the room cannot hold it now (and could): one whose room
+// came with it (granted) waits its turn too, its room aside.
 func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
-	p := &g.parts[i]
-	if p.held {
-		l.st.unhold(p.n, p.total)
-		p.held = false
-	}
-	granted := p.granted
-	if granted { // its room, from spare: see borrow
-		l.share.addGranted(p.n, p.total)
-		p.granted = false
-	}
-	if o == opAdmitMany && l.f.waitForRoom && !granted && l.waits.len() > 0 && l.admits() && !l.neverFits(g, i) {
+	if o == opAdmitMany && l.f.waitForRoom && l.waits.len() > 0 && l.admits() && !l.neverFits(&g.parts[i]) {
 		l.waits.pushPart(g, i, false)
 		return
 	}
@@ -758,20 +755,23 @@ func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Dur
 	}
 }
 
-// letInPart does what admitPart does once the part's room is its shard's.
-// It reports false, and does nothing, if the part is to wait for room
-// (WaitForRoom, opAdmitMany, a room full for it).
+// letInPart does what admitPart does once the part's turn has come. It
+// reports false, and does nothing but take in the room the part held or was
+// granted, if the part is to wait for room (WaitForRoom, opAdmitMany, a
+// room full for it).
 func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Duration) bool {
 	p := &g.parts[i]
+	l.takeRoomOf(p)
 	n, total, heaviest, paused := p.n, p.total, p.heaviest, 0
-	if o == opAdmitMany {
+	never := o == opAdmitMany && l.neverFits(p)
+	if o == opAdmitMany && !never {
 		n, total, heaviest, paused = l.partNeed(g, i)
 	}
 	switch r := l.st.room(n, total, heaviest); {
 	case o == opUnhold:
-	case r == rejectedFull && o == opAdmitMany && l.f.waitForRoom && !l.neverFits(g, i):
+	case r == rejectedFull && o == opAdmitMany && l.f.waitForRoom && !never:
 		return false
-	case r != admitted && n > 0:
+	case r != admitted && (n > 0 || never):
 		p.err = l.reject(r, n, heaviest, total, len(g.ws))
 	case o == opHold:
 		l.st.hold(p.n, p.total)
@@ -798,11 +798,27 @@ func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Dur
 	return true
 }
 
-// neverFits reports whether no room could ever hold part i of g (its inputs
-// not paused): more inputs than MaxQueued, or heavier than the room.
-func (l *loop[K, I, O]) neverFits(g *group[K, I, O], i int32) bool {
-	n, total, _, _ := l.partNeed(g, i)
-	return n > l.lim.queued || total < 0 || total > sharedWeight(l.lim)
+// takeRoomOf adds to the shard's room the room p held or was granted (see
+// borrow), which is the part's to enter with.
+func (l *loop[K, I, O]) takeRoomOf(p *part[K, I, O]) {
+	if p.held {
+		l.st.unhold(p.n, p.total)
+		p.held = false
+	}
+	if p.granted {
+		l.share.addGranted(p.n, p.total)
+		p.granted = false
+	}
+}
+
+// neverFits reports whether no room could ever hold p, all its inputs, a
+// paused key's too, as the DoMany's caller judges it before it splits the
+// inputs by shard (see group.neverFits): more inputs than MaxQueued, or
+// heavier than the room. Such a part is refused whole, though the inputs of
+// paused keys would not take room: a part merged from several shards' holds
+// inputs of keys that are not this shard's.
+func (l *loop[K, I, O]) neverFits(p *part[K, I, O]) bool {
+	return p.n > l.lim.queued || p.total < 0 || p.total > sharedWeight(l.lim)
 }
 
 // partNeed returns the count, the total weight and the heaviest of the

@@ -136,7 +136,8 @@ func (g *group[K, I, O]) join(w *waiter[K, I, O], s *shard[K, I, O]) {
 // is one message. With several, their room is taken from the shards' shared
 // budget in one step (borrow), or, if that lacks it, each shard first holds
 // room for its part (with WaitForRoom, part 0's shard waits for the room of
-// all of them, and grants it); then each shard lets its part in. The inputs
+// all of them, grants it and lets part 0 in); then each shard lets its part
+// in (with WaitForRoom, in its turn in that shard's line). The inputs
 // of a part whose shard closed in between are answered ErrClosed here, and
 // admit returns how many, for g.count.done. With WaitForRoom, a ctx that
 // ends while g waits for room is errDropped: nothing admitted, nothing held.
@@ -147,12 +148,20 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 		}
 		return 0, g.request(0, opAdmitMany)
 	}
+	got, in, left, first := 0, 0, false, 0
 	switch {
 	case borrow(f, g, total):
-	case f.waitForRoom:
+	case f.waitForRoom: // the shard of part 0 grants the room of all, and lets part 0 in
 		if err := g.requestWaiting(ctx, 0, opBorrowWait); err != nil {
+			for i := 1; i < len(g.parts); i++ { // granted, then part 0 refused: the room goes back
+				if p := &g.parts[i]; p.granted {
+					giveBack(f, budget{p.n, p.total})
+					p.granted = false
+				}
+			}
 			return 0, err
 		}
+		in, first = 1, 1
 	default:
 		for i := range g.parts {
 			if err := g.request(i, opHold); err != nil {
@@ -163,22 +172,40 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 			}
 		}
 	}
-	got, in := 0, 0
-	for i := range g.parts {
-		err := g.request(i, opAdmitMany)
+	for i := first; i < len(g.parts); i++ {
+		var err error
+		switch {
+		case left: // ctx ended as a part waited: the parts after it are not sent
+			err = errDropped
+			p := &g.parts[i]
+			giveBack(f, budget{p.n, p.total})
+			p.granted = false
+		case f.waitForRoom: // a part waits its turn in its shard's line
+			err = g.requestWaiting(ctx, i, opAdmitMany)
+			left = err == errDropped
+		default:
+			err = g.request(i, opAdmitMany)
+		}
 		if err == nil {
 			in++
 			continue
 		}
 		g.parts[i].gone = true
+		if err == errDropped {
+			err = fmt.Errorf("%w: %w", ctxErr(ctx), ErrDropped)
+		}
 		for k := range g.ws {
 			if w := &g.ws[k]; w.part == int32(i) {
 				g.errs[w.i] = err
+				w.dropped = left // caller-owned here: the loop never let it in
 				got++
 			}
 		}
 	}
-	if in == 0 {
+	switch {
+	case in == 0 && left: // nothing let in: see doInputs
+		return 0, errDropped
+	case in == 0:
 		return 0, ErrClosed
 	}
 	return got, nil
@@ -218,6 +245,14 @@ func (g *group[K, I, O]) requestWaiting(ctx context.Context, i int, o op) error 
 		return ErrClosed
 	}
 	return p.err
+}
+
+// giveBack gives b, room a DoMany's caller took from spare and will not
+// use, back to spare.
+func giveBack[K comparable, I, O any](f *Ferry[K, I, O], b budget) {
+	p := f.spare.take()
+	p.give(b)
+	f.spare.put(p)
 }
 
 // dropped is the error of a DoMany whose ctx ended while it waited for

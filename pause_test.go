@@ -336,3 +336,31 @@ func TestPausedInputBorrowsNoRoom(t *testing.T) {
 		assert.Equal(t, 40, out)
 	})
 }
+
+// A DoMany that no room could hold (more inputs than MaxQueued) is refused
+// whole though one of its keys is paused, whose input would take no room:
+// its caller judged it whole, and over several shards merged its inputs
+// into one shard's part, which must never let them in (found by FuzzFerry:
+// that shard let in an input of another shard's key, whose call then ran
+// beside the key's own). Mutation: letInPart judging never-fits on the
+// inputs of keys not paused (the two fit: refused for want of room here,
+// and let in where the shard held room).
+func TestPausedKeyInDoManyThatNeverFits(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		g := newGate(func(x in) bool { return x.ID == 1 })
+		close(g.open)
+		f, err := New(g.call, Config[string, in]{Key: inCfg.Key, Shards: 2, MaxQueued: 2, PauseOnError: true})
+		require.NoError(t, err)
+		defer f.Close()
+		h := &harness{t: t, f: f}
+		a, b := keysIn(h, 0, 2), keysIn(h, 1, 1)
+		ctx := context.Background()
+		_, err = f.Do(ctx, in{Key: a[1], ID: 1})
+		assert.ErrorIs(t, err, errBoom) // a[1] is paused
+		_, err = f.DoMany(ctx, []in{{Key: a[0], ID: 2}, {Key: b[0], ID: 3}, {Key: a[1], ID: 4}})
+		assert.ErrorIs(t, err, ErrRejected)
+		assert.ErrorContains(t, err, "3 inputs, more than MaxQueued 2")
+		assert.Equal(t, [][]int{{1}}, g.got())
+		assert.Zero(t, f.Stats().Queued)
+	})
+}
