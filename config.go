@@ -78,7 +78,9 @@ type Config[K comparable, I any] struct {
 	// new admission waits behind it even if it would fit, so a waiting
 	// DoMany is not starved by single inputs; over several shards the room
 	// freed goes to the shards' first waiting admissions in the order they
-	// began to wait. An input no room could ever hold (heavier than
+	// began to wait, and a DoMany over several shards waits in its first
+	// input's shard, its other inputs joining their lanes (in their shards'
+	// lines) once it has the room. An input no room could ever hold (heavier than
 	// MaxQueuedWeight, a DoMany of more inputs than MaxQueued) is still
 	// ErrRejected at once; Close and Shutdown answer waiting admissions with
 	// ErrClosed. A waiting admission costs its caller's goroutine, parked,

@@ -55,6 +55,7 @@ type ferryRun struct {
 	retried    int              // calls that were retries
 
 	called map[int]bool             // inputs that reached a call
+	many   map[int]bool             // inputs of a DoMany
 	last   map[string]map[int64]int // by key and rank, the last input called (not by a retry)
 }
 
@@ -132,7 +133,8 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 		if r.gaveUp[x.ID] {
 			r.fail("input %d joined a call after its caller gave up", x.ID)
 		}
-		if i > 0 && (ins[i-1].R > x.R || ins[i-1].R == x.R && ins[i-1].ID > x.ID) {
+		late := r.cfg.WaitForRoom && len(r.f.shards) > 1 && r.many[x.ID] // see checkOrder
+		if i > 0 && (ins[i-1].R > x.R || ins[i-1].R == x.R && ins[i-1].ID > x.ID && !late) {
 			r.fail("batch %v out of rank order", ins)
 		}
 	}
@@ -293,14 +295,19 @@ func (r *ferryRun) checkRetry(key string, ins []in) bool {
 // order they came, which is the order of their ids: each step's admission
 // is over before the next step (the steps wait for the bubble), a DoMany's
 // inputs are in slice order, and those waiting for room go in in the order
-// they came. A retry (not checked here) calls a failed call's inputs again,
-// before any later call of the key. r.mu is held.
+// they came to their shard. So but for one case: a DoMany over several
+// shards that waits for room waits in its first part's shard, and its other
+// parts come to their shards once it has the room, after inputs that came
+// there meanwhile (from other callers, which a caller blocked in the DoMany
+// cannot order itself against). A retry (not checked here) calls a failed
+// call's inputs again, before any later call of the key. r.mu is held.
 func (r *ferryRun) checkOrder(key string, ins []in) {
 	if r.last[key] == nil {
 		r.last[key] = map[int64]int{}
 	}
+	late := r.cfg.WaitForRoom && len(r.f.shards) > 1
 	for _, x := range ins {
-		if last, ok := r.last[key][x.R]; ok && x.ID < last {
+		if last, ok := r.last[key][x.R]; ok && x.ID < last && !(late && r.many[x.ID]) {
 			r.fail("input %d of %s (rank %d) called after input %d, which came later", x.ID, key, x.R, last)
 		}
 		r.last[key][x.R] = max(r.last[key][x.R], x.ID)
@@ -477,7 +484,7 @@ func runFerry(t *testing.T, data []byte) {
 	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{}, ok: map[int]bool{},
 		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}, closeErr: make(chan error, 1), returned: map[int]bool{},
 		tries: map[int]int{}, failed: map[string][]int{}, retrying: map[string][]int{},
-		called: map[int]bool{}, last: map[string]map[int64]int{}}
+		called: map[int]bool{}, last: map[string]map[int64]int{}, many: map[int]bool{}}
 	if opts&128 != 0 { // a Retry policy: attempts, backoff (0, 1ms or huge), a panic, calls that fail
 		p := b.next()
 		r.retryN, r.failN = 1+p%4, p/4%4
@@ -510,6 +517,7 @@ func runFerry(t *testing.T, data []byte) {
 		r.mu.Lock()
 		r.modes[id] = b.next() % 20 // see call
 		r.owner[id] = id
+		r.many[id] = how == doMany
 		r.mu.Unlock()
 		parent, cancel := context.WithCancel(context.Background())
 		var ctx context.Context = parent
