@@ -108,3 +108,80 @@ func wake(b *testing.B, batch int, shape string) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rounds*batch), "ns/input")
 }
+
+// BenchmarkIntake is the prototype of the cores issue's third question (26):
+// whether callers can hand their inputs to a busy loop more cheaply than
+// with one message each. callers goroutines hand n inputs each to one
+// server goroutine, which takes them in wake-ups, as ferry's loop reads all
+// that is queued at once. Shapes:
+//
+//   - send: a send each on the server's buffered channel (ferry's inbound
+//     channel);
+//   - intake: the inputs go into a slice that a channel of one guards (the
+//     channel idiom of ferry's shared room: take it, change it, put it
+//     back), and only the caller that finds the slice empty sends the
+//     server a wake-up; the server swaps the slice out under the same
+//     guard. While the server is busy, most inputs cost no message.
+func BenchmarkIntake(b *testing.B) {
+	for _, callers := range []int{16, 1024} {
+		for _, shape := range []string{"send", "intake"} {
+			b.Run(fmt.Sprintf("callers=%d/shape=%s", callers, shape), func(b *testing.B) {
+				intake(b, callers, shape == "intake")
+			})
+		}
+	}
+}
+
+// intake runs callers goroutines handing at least b.N inputs to one server.
+func intake(b *testing.B, callers int, guarded bool) {
+	per := max(1, b.N/callers)
+	inc := make(chan int, 1024)  // send: the inputs; intake: wake-ups
+	guard := make(chan []int, 1) // intake: the inputs not yet taken
+	guard <- make([]int, 0, 1024)
+	done := make(chan struct{})
+	for i := range callers {
+		go func() {
+			for j := range per {
+				if !guarded {
+					inc <- i + j
+					continue
+				}
+				q := <-guard
+				wake := len(q) == 0
+				guard <- append(q, i+j)
+				if wake {
+					inc <- 0
+				}
+			}
+			done <- struct{}{}
+		}()
+	}
+	b.ResetTimer()
+	spare := make([]int, 0, 1024)
+	sum, left := 0, per*callers
+	for left > 0 {
+		v := <-inc
+		if !guarded {
+			sum += v
+			left--
+			for n := len(inc); n > 0; n-- {
+				sum += <-inc
+				left--
+			}
+			continue
+		}
+		q := <-guard
+		guard <- spare
+		for _, v := range q {
+			sum += v
+		}
+		left -= len(q)
+		spare = q[:0]
+	}
+	for range callers {
+		<-done
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(per*callers), "ns/input")
+	_ = sum
+}
