@@ -347,3 +347,45 @@ func TestGoexitAfterSubmits(t *testing.T) {
 		assert.Equal(t, answer{40, nil}, answer{out, err}, "the worker's replacement works")
 	})
 }
+
+// A direct call's claim takes its key's place among the key's completions
+// (with OnBatch); Close's notifier, which calls the drained Submits' done
+// once every completion in flight is over, waits on it too. A direct call
+// that ends with no OnBatch (runtime.Goexit, as here, or a claim its caller
+// gave up) must still let that wait end once the key's earlier completions
+// are over: else Close never returns (found by model/fail.pml). Mutation:
+// endDirect giving the place back without closing the claim's fin (the
+// bubble deadlocks in Close).
+func TestCloseAfterADirectCallsGoexit(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		call := func(ctx context.Context, key string, ins []in) ([]int, error) {
+			<-ctx.Done()
+			if key == "a" {
+				runtime.Goexit()
+			}
+			return nil, ctx.Err()
+		}
+		f, err := New(call, Config[string, in]{Key: inCfg.Key, Shards: 1, DirectCalls: true,
+			MaxInFlightBatches: 1, OnBatch: func(Batch[string]) {}})
+		require.NoError(t, err)
+		ctx := context.Background()
+		busy := make(chan error, 1)
+		require.NoError(t, f.Submit(ctx, in{Key: "c", ID: 1}, func(_ int, err error) { busy <- err }))
+		synctest.Wait() // c's batch holds the one worker
+		drained := make(chan error, 1)
+		require.NoError(t, f.Submit(ctx, in{Key: "b", ID: 2}, func(_ int, err error) { drained <- err }))
+		direct := make(chan answer, 1) // a's direct call, whose claim takes a's place
+		go func() {
+			a := answer{err: errCallerGone} // unless Do returns: Goexit ends its goroutine
+			defer func() { direct <- a }()
+			out, err := f.Do(ctx, in{Key: "a", ID: 3})
+			a = answer{out, err}
+		}()
+		synctest.Wait()
+		require.NoError(t, f.Close())
+		synctest.Wait()
+		assert.ErrorIs(t, <-drained, ErrClosed)
+		assert.ErrorIs(t, <-busy, ErrClosed)
+		assert.ErrorIs(t, got(t, direct).err, errCallerGone)
+	})
+}

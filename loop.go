@@ -64,6 +64,7 @@ type loop[K comparable, I, O any] struct {
 	rounds rounds // the Flushes: see rounds.go
 	claims uint64 // direct calls claimed
 	notify int    // goroutines calling Submits' done that the loop waits for
+	chains int    // goroutines closing an unused claim's fin that the loop waits for: see endClaim
 
 	closing bool // drained, calls cancelled: ending once busy is 0
 	stopped bool // its workers are stopped, as it ends: see share.stopWorkers
@@ -215,6 +216,8 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		l.reported(m.w, m.panicked)
 	case opNotified:
 		l.notified(m.fin)
+	case opChained:
+		l.chains--
 	case opDonePanicked:
 		l.tally.DonePanics++
 	case opOnBatchPanicked:
@@ -525,14 +528,32 @@ func (l *loop[K, I, O]) endDirect(m msg[K, I, O]) {
 		l.rpeak = max(l.rpeak, len(l.reports))
 		return
 	}
-	if d.fin != nil && l.completing[m.key] == d.fin { // no OnBatch after all (Goexit, or abandoned)
-		if d.after != nil {
-			l.completing[m.key] = d.after
-		} else {
-			delete(l.completing, m.key)
-		}
+	if d.fin != nil { // no OnBatch after all (Goexit, or abandoned): see endClaim
+		l.endClaim(m.key, d)
 	}
 	l.rounds.countIf(l.rounds.claimed(d.n))
+}
+
+// endClaim gives back the place among key's completions that direct call d
+// took at its claim and will not use, as it ends with no OnBatch: the key's
+// next completions wait for its earlier ones, and d.fin, which close's
+// notifier may wait on already, is closed once those are over, now if there
+// are none, else on a goroutine of its own (chainFin), which the loop
+// waits for.
+func (l *loop[K, I, O]) endClaim(key K, d directCall) {
+	if l.completing[key] == d.fin {
+		if d.after != nil {
+			l.completing[key] = d.after
+		} else {
+			delete(l.completing, key)
+		}
+	}
+	if d.after == nil {
+		close(d.fin)
+		return
+	}
+	l.chains++
+	go chainFin(l.s, d.after, d.fin)
 }
 
 // pause pauses key, whose call failed for good with failure, and answers
@@ -1045,7 +1066,7 @@ func (l *loop[K, I, O]) end() bool {
 	if st.shuttingDown && st.idle() {
 		l.close()
 	}
-	if !l.closing || st.busy > 0 || l.notify > 0 || len(l.pausing) > 0 || l.share.busy() > 0 || len(l.reports) > 0 {
+	if !l.closing || st.busy > 0 || l.notify > 0 || l.chains > 0 || len(l.pausing) > 0 || l.share.busy() > 0 || len(l.reports) > 0 {
 		return false
 	}
 	if !l.stopped {

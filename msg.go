@@ -25,6 +25,7 @@ const (
 	opIdle                      // from worker m.worker: it has answered its batch (done and OnBatch returned); it is free
 	opNotified                  // from a goroutine that called Submits' done: it has finished (m.fin: a paused key's, see notifyPaused)
 	opReported                  // from a direct call whose release carried m.w: OnBatch has returned (m.panicked: it panicked)
+	opChained                   // from chainFin: it has closed an unused claim's fin, and gone
 	opDonePanicked              // a Submit's done panicked
 	opOnBatchPanicked           // a worker's OnBatch panicked
 	opExit                      // from a worker: it has gone

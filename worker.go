@@ -218,6 +218,16 @@ func callDoneAll[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O
 	s.send(msg[K, I, O]{op: opNotified})
 }
 
+// chainFin closes fin, the place among a key's completions of a direct
+// call that ended with none, once the key's earlier completions (after) are
+// over, and tells the loop, which waits for it (see loop.endClaim). It runs
+// on a goroutine of its own; no user code.
+func chainFin[K comparable, I, O any](s *shard[K, I, O], after, fin chan struct{}) {
+	<-after
+	close(fin)
+	s.send(msg[K, I, O]{op: opChained})
+}
+
 // onBatch gives b to OnBatch, recovering a panic, and reports whether it
 // panicked, for Stats: its caller tells the loop.
 func onBatch[K comparable, I, O any](f *Ferry[K, I, O], b Batch[K]) (panicked bool) {
