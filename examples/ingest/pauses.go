@@ -16,10 +16,17 @@ import (
 // events are there), a resume writes the kept events itself, while the ferry
 // still holds the tenant paused, and only then calls Resume. As the ferry
 // refuses the tenant's events until then (503), no event accepted after the
-// pause can be stored before the kept ones, and no handler need wait for a
+// pause can be stored before the kept ones, and no handler waits for a
 // resume. If the write fails, the tenant stays paused and its resume comes
 // again after a longer backoff. stop ends the resumes and returns the events
 // still kept, for the spool.
+//
+// Retry tells pauses of a pause as it gives up on a call (failed), a done
+// that keeps an event tells it too, and so does a handler that gets
+// ErrPaused, for a pause no Retry told of (the callers of its call had all
+// given up by its last try). A resume so scheduled for a tenant that is not
+// paused, or no longer, calls a Resume that does nothing; see run for why it
+// cannot undo a pause whose kept events are not yet written.
 //
 // Its methods run on their callers' goroutines, under mu: the handlers
 // (admit, done, failed), the ferry's workers (done, from a Submit's done;
@@ -129,8 +136,13 @@ func (p *pauses) next(tenant string, t *tenantPause) {
 }
 
 // run is tenant's resume: it writes kept, the tenant's kept events, then
-// resumes the tenant; if the write fails, it keeps those not written and
-// schedules the resume again.
+// resumes the tenant, unless the write failed (then it keeps those not
+// written and schedules the resume again) or an async event of the tenant
+// came in meanwhile (then it resumes once its done has come, and what it
+// kept is written). It calls Resume under mu, with no async event of the
+// tenant admitted and not done, and none kept: no Submit of the tenant can
+// come between the check and Resume, and a pause whose kept events are not
+// written is never undone.
 func (p *pauses) run(tenant string, kept []event) {
 	defer p.wg.Done()
 	n, err := 0, error(nil)
@@ -144,19 +156,21 @@ func (p *pauses) run(tenant string, kept []event) {
 		}
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	t := p.tenants[tenant]
 	t.kept = t.kept[n:]
-	t.paused = false
-	if err != nil {
+	switch {
+	case err != nil:
 		t.fails++
+		t.paused = false
 		p.pause(tenant, t)
-		p.mu.Unlock()
-		return
+	case t.pending > 0 || len(t.kept) > 0:
+		t.due = true
+	default:
+		t.paused, t.fails = false, 0
+		p.resume(tenant)
 	}
-	t.fails = 0
 	p.next(tenant, t)
-	p.mu.Unlock()
-	p.resume(tenant)
 }
 
 // stop ends the resumes: none starts after it, and those running are

@@ -189,6 +189,7 @@ func TestPauses(t *testing.T) {
 			writes  []string   // "when tenant ids"
 			resumes []string   // "when tenant"
 			fail    = 1        // writes to fail, each after storing one event
+			hold    = map[string]chan struct{}{"g": make(chan struct{})}
 		)
 		p := newPauses(func(ctx context.Context, tenant string, evs []event) (int, error) {
 			ids := ""
@@ -202,6 +203,9 @@ func TestPauses(t *testing.T) {
 				fail--
 			}
 			mu.Unlock()
+			if c := hold[tenant]; c != nil {
+				<-c
+			}
 			switch {
 			case tenant == "c": // down until stop
 				<-ctx.Done()
@@ -247,12 +251,23 @@ func TestPauses(t *testing.T) {
 		}
 		p.mu.Unlock()
 
+		// An async event of g admitted as g's kept one is written: g resumes
+		// once its done has come and what it kept is written too.
+		p.admit("g")
+		p.done("g", ev("g", "1"), true)
+		time.Sleep(200 * time.Millisecond)
+		p.admit("g")
+		close(hold["g"])
+		check("1.35s", []string{"1.25s g 1"}, nil)
+		p.done("g", ev("g", "2"), true)
+		check("1.35s", []string{"1.35s g 2"}, []string{"1.35s g"})
+
 		p.admit("c")
 		p.done("c", ev("c", "1"), true)
 		p.admit("d")
 		p.done("d", ev("d", "1"), true)
 		time.Sleep(time.Second)
-		check("2.15s", []string{"1.25s c 1", "1.25s d 1"}, []string{"1.25s d"}) // c's write hangs
+		check("2.35s", []string{"1.45s c 1", "1.45s d 1"}, []string{"1.45s d"}) // c's write hangs
 		if kept := p.stop(); len(kept) != 1 || kept[0].Tenant != "c" || kept[0].ID != "1" {
 			t.Errorf("stop kept %v, want c's 1", kept)
 		}
