@@ -564,7 +564,7 @@ func (s *Service) close() {
 }
 
 // replay stores the events of the spool file, each tenant's in the order
-// they were accepted, and removes the file.
+// they were accepted (as a resume does: see rewrite), and removes the file.
 func (s *Service) replay(ctx context.Context) error {
 	evs, err := readSpool(s.cfg.Spool)
 	if err != nil || len(evs) == 0 {
