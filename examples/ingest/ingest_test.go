@@ -43,8 +43,9 @@ func TestIngest(t *testing.T) {
 			}
 		}},
 		{"lock", lock, func(t *testing.T, r *rig, res *loadResult) {
-			if res.statuses[504] == 0 || res.statuses[503] == 0 {
-				t.Errorf("no 504 (a call past its timeout) or no 503 (a paused tenant): %v", res.statuses)
+			if res.statuses[504] == 0 || res.statuses[503] == 0 || r.total.resumes == 0 {
+				t.Errorf("no 504 (a call past its timeout), no 503 (a paused tenant) or no resume: %v, %d resumes",
+					res.statuses, r.total.resumes)
 			}
 		}},
 		{"sigterm", sigterm, func(t *testing.T, r *rig, _ *loadResult) {
@@ -85,8 +86,8 @@ func TestIngest(t *testing.T) {
 			}
 			t.Logf("%s: acknowledged %d, stored %d, lost %d, duplicated %d, order violations %d, wrong numbers %d",
 				c.name, f.acked, f.stored, f.lost, f.duplicated, f.violations, f.wrongSeq)
-			t.Logf("%s: responses %v; retries %d, commit checks %d (committed %d), spooled %d, replayed %d, dead letters %d",
-				c.name, res.statuses, r.total.retries, r.total.checks, r.total.checked, r.total.spooled, r.total.replayed, r.total.dead)
+			t.Logf("%s: responses %v; retries %d, commit checks %d (committed %d), kept %d, resumes %d, spooled %d, replayed %d, dead letters %d",
+				c.name, res.statuses, r.total.retries, r.total.checks, r.total.checked, r.total.kept, r.total.resumes, r.total.spooled, r.total.replayed, r.total.dead)
 			if f.lost+f.duplicated+f.violations+f.wrongSeq > 0 {
 				t.Error("an acknowledged event was lost, stored twice, stored out of order or given a wrong number")
 			}
@@ -104,7 +105,7 @@ func TestIngest(t *testing.T) {
 	}
 }
 
-// env is where the test's PostgreSQL server is.
+// env is where the test's PostgreSQL server is. Its method runs on a test's goroutine.
 type env struct {
 	dsn, ctl, data string
 }
@@ -138,13 +139,14 @@ func (e env) missing(t *testing.T, want string) {
 }
 
 // rig is one subtest's service, restarted as its fault needs, and the
-// totals of the instances it ran.
+// totals of the instances it ran. Its methods run on the subtest's goroutine
+// or on the goroutine of its fault.
 type rig struct {
 	t     *testing.T
 	env   env
 	cfg   Config
 	s     *Service
-	total struct{ retries, checks, checked, spooled, replayed, dead uint64 }
+	total struct{ retries, checks, checked, kept, resumes, spooled, replayed, dead uint64 }
 }
 
 // newRig starts a service with tables of its own, in schema ingest_test_name.
@@ -191,9 +193,11 @@ func (r *rig) stop() {
 		r.t.Error(err)
 	}
 	c := r.s.st.count
-	r.total.retries += c.retries.Load()
+	r.total.retries += r.s.retries.Load()
 	r.total.checks += c.checks.Load()
 	r.total.checked += c.checked.Load()
+	r.total.kept += r.s.kept.Load()
+	r.total.resumes += r.s.resumes.Load()
 	r.total.spooled += r.s.spooled.Load()
 	r.total.replayed += r.s.replayed.Load()
 	r.total.dead += r.s.dead.Load()
@@ -301,9 +305,11 @@ func sigterm(t *testing.T, r *rig) {
 	}
 }
 
-// A try whose answer was lost but which committed is found committed: it is
-// not tried again, and no sequence number is spent twice. The same events
-// written again are stored once, with the numbers they had.
+// A try whose answer was lost but which committed is found committed by the
+// next write of its events (the ferry's retry of them), which runs no
+// statement: no number is spent twice. The same events written again later
+// (a client posting them again) are stored once, with the numbers they had.
+// A try that did not commit is found so, and its events are written.
 func TestCommitCheck(t *testing.T) {
 	e := pgEnv(t)
 	ctx := context.Background()
@@ -322,6 +328,9 @@ func TestCommitCheck(t *testing.T) {
 	lost := 0
 	st.lose = func() bool { lost++; return lost == 1 }
 	evs := []event{{Tenant: "x", ID: "a"}, {Tenant: "x", ID: "b"}, {Tenant: "x", ID: "c"}}
+	if _, err := st.write(ctx, "x", evs); !errors.Is(err, errLost) {
+		t.Fatalf("the first write: %v, want its answer lost", err)
+	}
 	for range 2 {
 		seqs, err := st.write(ctx, "x", evs)
 		if err != nil {
@@ -331,24 +340,29 @@ func TestCommitCheck(t *testing.T) {
 			t.Errorf("numbers %v, want 1 2 3", seqs)
 		}
 	}
+	st.setUnsure("x", "a batch that did not commit")
+	if seqs, err := st.write(ctx, "x", []event{{Tenant: "x", ID: "d"}}); err != nil || !slices.Equal(seqs, []int64{7}) {
+		t.Errorf("after a try that did not commit: %v, %v; want 7", seqs, err)
+	}
 	c := st.count
-	if c.checks.Load() != 1 || c.checked.Load() != 1 || c.retries.Load() != 0 || c.commits.Load() != 2 || c.stored.Load() != 3 {
-		t.Errorf("checks %d, found committed %d, retries %d, commits %d, stored %d: want 1, 1, 0, 2, 3",
-			c.checks.Load(), c.checked.Load(), c.retries.Load(), c.commits.Load(), c.stored.Load())
+	if c.checks.Load() != 2 || c.checked.Load() != 1 || c.commits.Load() != 3 || c.stored.Load() != 4 {
+		t.Errorf("checks %d, found committed %d, commits %d, stored %d: want 2, 1, 3, 4",
+			c.checks.Load(), c.checked.Load(), c.commits.Load(), c.stored.Load())
 	}
 	var last int64
 	if err := st.pool.QueryRow(ctx, "SELECT seq FROM tenants WHERE tenant = 'x'").Scan(&last); err != nil {
 		t.Fatal(err)
 	}
-	if last != 6 {
-		t.Errorf("the tenant's last number is %d, want 6: 3 for the write that committed, 3 for the one that found them stored", last)
+	if last != 7 {
+		t.Errorf("the tenant's last number is %d, want 7: 3 for the write that committed, 3 for the one that found them stored, 1 for d", last)
 	}
 }
 
 // The HTTP answers: 201 with the stored number, the same for an event posted
-// again; 400 for a bad body; 429 when the room is full; 503 for a tenant
-// whose async events failed to store, which are stored, in order, once the
-// database takes them.
+// again; 400 for a bad body; 422 for an event PostgreSQL refuses (an async
+// one goes to the dead letters); 429 when the room is full; 503 for a tenant
+// paused after its call failed for good (timed out twice), whose accepted
+// async events are stored, in order, once the database takes them.
 func TestHTTP(t *testing.T) {
 	e := pgEnv(t)
 	r := newRigConfig(t, e, "http", func(c *Config) {
@@ -377,10 +391,12 @@ func TestHTTP(t *testing.T) {
 		{"/events", `{"id":"1"}`, 400, ""},
 		{"/events/bulk", `[]`, 400, ""},
 		{"/events", `{"tenant":"a","id":"n","payload":"\u0000"}`, 400, ""},
-		// PostgreSQL refuses the number: that event fails alone.
-		{"/events/bulk", `[{"tenant":"p","id":"1","payload":1e1000000},{"tenant":"p","id":"2"}]`, 500,
+		// PostgreSQL refuses the number: that event is refused alone, and p is not paused.
+		{"/events/bulk", `[{"tenant":"p","id":"1","payload":1e1000000},{"tenant":"p","id":"2"}]`, 422,
 			`[{"tenant":"p","id":"1","error":"ERROR: value overflows numeric format (SQLSTATE 22003)"},{"tenant":"p","id":"2","seq":1}]`},
 		{"/events/async", `{"tenant":"a","id":"2"}`, 202, `{"tenant":"a","id":"2"}`},
+		{"/events", `{"tenant":"p","id":"3","payload":1e1000000}`, 422, ""},
+		{"/events", `{"tenant":"p","id":"4"}`, 201, `{"tenant":"p","id":"4","seq":2}`},
 		{"/events/async", `{"tenant":"q","id":"1","payload":1e1000000}`, 202, `{"tenant":"q","id":"1"}`}, // to the dead letters
 	} {
 		code, reply := post(c.path, c.body)
@@ -390,7 +406,9 @@ func TestHTTP(t *testing.T) {
 	}
 
 	// The table locked: a's call holds its worker, two events wait, and
-	// the room refuses the next. Once a call has failed, a is paused.
+	// the room refuses the next. Once the call has timed out twice (a try
+	// and a retry), a is paused: its waiting events are kept with the
+	// one of the call, and its new ones get 503.
 	if err := r.s.f.Flush(context.Background()); err != nil { // all the above stored
 		t.Fatal(err)
 	}
@@ -439,10 +457,21 @@ func TestHTTP(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	<-released
+	// a resumes once its kept events are stored: an event accepted then
+	// is stored after them.
+	for deadline = time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, reply := post("/events/async", `{"tenant":"a","id":"after"}`)
+		if code == 202 {
+			accepted = append(accepted, "after")
+			break
+		}
+		if code != 503 || time.Now().After(deadline) {
+			t.Fatalf("async after the lock: %d %s, want 202 once a resumes", code, reply)
+		}
+	}
 	r.stop()
-	if _, err := os.Stat(r.cfg.Spool); err == nil {
-		r.start()
-		r.stop()
+	if r.total.kept == 0 || r.total.resumes == 0 {
+		t.Errorf("%d events kept, %d resumes: want some", r.total.kept, r.total.resumes)
 	}
 	if dead, err := readSpool(r.cfg.Spool + ".dead"); err != nil || len(dead) != 1 || dead[0].ID != "1" || r.total.dead != 1 {
 		t.Errorf("dead letters %v (%v), counted %d: want q's 1", dead, err, r.total.dead)

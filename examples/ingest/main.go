@@ -8,13 +8,18 @@
 //	POST /events/bulk   [event, ...], up to 1000                          201 once all are committed (DoMany)
 //	GET  /metrics       the ferry's (ferryprom) and the service's series
 //
-// 429 is a full waiting room (ferry.ErrRejected), 504 a batch past -timeout or
-// a request past -request-timeout, 503 a paused tenant: one whose acknowledged
-// async events failed to store and are being stored again before any new one. An event's (tenant, id) is stored
-// once, so a client may post it again after any error. On SIGTERM the service
-// stops taking requests, runs what waits for at most -drain, and writes the
-// async events it could not store to the -spool file, which the next start
-// stores before it listens.
+// A batch that fails for a while (a connection lost, the server restarting, a
+// lock) is tried again by the ferry (Config.Retry), each try first checking
+// that the last did not commit. A batch that still fails pauses its tenant
+// (Config.PauseOnError): 503 for its events until it resumes, after a
+// backoff, once the acknowledged async events that the failure left are
+// stored, in order. 429 is a full waiting room (ferry.ErrRejected), 504 a
+// batch past -timeout or a request past -request-timeout, 422 an event that
+// PostgreSQL refuses (an async one goes to the file -spool.dead). An event's
+// (tenant, id) is stored once, so a client may post it again after any
+// error. On SIGTERM the service stops taking requests, runs what waits for at
+// most -drain, and writes the async events it could not store to the -spool
+// file, which the next start stores before it listens.
 //
 //	go run ./ingest -dsn postgres://... [-addr 127.0.0.1:8080]
 //	go run ./ingest -load -dsn postgres://...    # a service in this process, under load, then checked
@@ -53,7 +58,7 @@ func main() {
 	flag.DurationVar(&cfg.Delay, "delay", defaults.Delay, "how long a partial batch may wait (ferry's MaxBatchDelay)")
 	flag.IntVar(&cfg.Workers, "workers", defaults.Workers, "INSERTs in flight (ferry's MaxInFlightBatches); the pool has 2 connections more")
 	flag.IntVar(&cfg.MaxQueued, "queued", defaults.MaxQueued, "events waiting at most; beyond, 429 (ferry's MaxQueued)")
-	flag.DurationVar(&cfg.CallTimeout, "timeout", defaults.CallTimeout, "each batch's time to commit, retries included (ferry's CallTimeout)")
+	flag.DurationVar(&cfg.CallTimeout, "timeout", defaults.CallTimeout, "each try's time to commit a batch (ferry's CallTimeout); a batch that times out twice pauses its tenant")
 	flag.DurationVar(&cfg.Request, "request-timeout", defaults.Request, "how long a 201 may take, waiting included (then 504)")
 	flag.DurationVar(&cfg.Drain, "drain", defaults.Drain, "at shutdown, how long what waits may run before the rest is spooled")
 	flag.BoolVar(&cfg.Unbatched, "unbatched", false, "one INSERT per event, from the handler, without a ferry")

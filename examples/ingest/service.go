@@ -26,17 +26,18 @@ import (
 
 // Config is what the service's flags set. A zero field takes its value in
 // defaults, but for Delay and Request (0: none), Unbatched, DSN, which is
-// required, and Logf (nil: log.Printf).
+// required, and Logf (nil: log.Printf). Its method runs in Start, on its
+// caller's goroutine.
 type Config struct {
 	DSN         string
 	Schema      string        // of the tables, created if missing
 	Addr        string        // to listen on
-	Spool       string        // the file of accepted events left at shutdown, replayed at start; Spool+".dead" takes those that failed for good
+	Spool       string        // the file of accepted events left at shutdown, replayed at start; Spool+".dead" takes those PostgreSQL refused
 	MaxBatch    int           // ferry's MaxBatchSize
 	Delay       time.Duration // ferry's MaxBatchDelay
 	Workers     int           // ferry's MaxInFlightBatches; the pool has two connections more
 	MaxQueued   int           // ferry's MaxQueued
-	CallTimeout time.Duration // ferry's CallTimeout, and each unbatched write's
+	CallTimeout time.Duration // ferry's CallTimeout (each try's), and each write outside the ferry's
 	Request     time.Duration // how long a 201 may take, waiting included
 	Drain       time.Duration // Shutdown's budget for the ferry to run what waits, before Close
 	Unbatched   bool          // one INSERT per event, from the handler, without a ferry
@@ -62,41 +63,41 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// event is one event, as posted, with what the service adds.
+// event is one event, as posted, with the order in which this process
+// accepted it.
 type event struct {
 	Tenant  string          `json:"tenant"`
 	ID      string          `json:"id"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 
-	accepted uint64 // the order in which this process accepted it
-	async    bool   // posted to /events/async: acknowledged before it is stored
-	drain    bool   // no event: it makes a call for its tenant, to write what is carried
+	accepted uint64
 }
 
-// stored is a Call's output for an event: its sequence number, or, for an
-// async event whose call failed, that the event is carried to its tenant's
-// next call.
+// stored is the Call's answer for an event: its sequence number, or why
+// PostgreSQL refused it for good (see Service.write).
 type stored struct {
-	Seq      int64
-	Deferred bool
+	Seq     int64
+	Refused error
 }
 
 // Service is the ingestion service: HTTP handlers in front of a ferry whose
-// Call writes each tenant's batch in one statement. Its methods are safe for
-// concurrent use; Handler's run on net/http's goroutines, call on the
-// ferry's workers.
+// Call writes each tenant's batch in one statement, retried by the ferry
+// (Retry) and pausing the tenant when it fails for good (PauseOnError; see
+// pauses). Its methods are safe for concurrent use: Handler's run on
+// net/http's goroutines; write (the Call), done's callbacks and Retry on the
+// ferry's workers; rewrite on a paused tenant's resume.
 type Service struct {
-	cfg   Config
-	st    *store
-	f     *ferry.Ferry[string, event, stored] // nil when unbatched
-	carry *carrier
-	reg   *prometheus.Registry
-	srv   *http.Server
-	ln    net.Listener
-	serve chan error // Serve's error, once it returns
+	cfg    Config
+	st     *store
+	f      *ferry.Ferry[string, event, stored] // nil when unbatched
+	pauses *pauses
+	reg    *prometheus.Registry
+	srv    *http.Server
+	ln     net.Listener
+	serve  chan error // Serve's error, once it returns
 
-	accepted                atomic.Uint64 // the last number given to an accepted event
-	spooled, replayed, dead atomic.Uint64
+	accepted                                        atomic.Uint64 // the last number given to an accepted event
+	retries, kept, resumes, spooled, replayed, dead atomic.Uint64
 
 	mu    sync.Mutex
 	spool []event // async events answered ErrClosed, for the spool file
@@ -121,10 +122,13 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		st.pool.Close()
 		return nil, err
 	}
-	s.carry = newCarrier(s.poke)
+	s.pauses = newPauses(s.rewrite, func(tenant string) {
+		s.resumes.Add(1)
+		s.f.Resume(tenant)
+	})
 	if !cfg.Unbatched {
 		c := ferryprom.NewCollector("ingest", nil, ferryprom.Opts{})
-		s.f, err = ferry.New(s.call, ferry.Config[string, event]{
+		s.f, err = ferry.New(s.write, ferry.Config[string, event]{
 			Key:                func(e event) string { return e.Tenant },
 			MaxBatchSize:       cfg.MaxBatch,
 			MaxBatchDelay:      cfg.Delay,
@@ -132,6 +136,8 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 			MaxQueued:          cfg.MaxQueued,
 			CallTimeout:        cfg.CallTimeout,
 			OnBatch:            ferryprom.OnBatch[string](c),
+			Retry:              s.retry,
+			PauseOnError:       true,
 		})
 		if err != nil {
 			st.pool.Close()
@@ -187,32 +193,37 @@ func (s *Service) handleDo(w http.ResponseWriter, r *http.Request) {
 	} else {
 		out, err = s.f.Do(ctx, e)
 	}
+	if err == nil {
+		err = out.Refused
+	}
 	if err != nil {
-		fail(w, err)
+		s.fail(w, e.Tenant, err)
 		return
 	}
 	answer(w, http.StatusCreated, reply{Tenant: e.Tenant, ID: e.ID, Seq: out.Seq})
 }
 
-// handleAsync answers 202 once the event is admitted; it is stored in its
-// tenant's order, carried to the tenant's next call if its own fails, and
-// spooled if the service shuts down first.
+// handleAsync answers 202 once the event is admitted: it is stored in its
+// tenant's order, kept and written again if its call fails for good (see
+// pauses), and spooled if the service shuts down first.
 func (s *Service) handleAsync(w http.ResponseWriter, r *http.Request) {
 	var e event
 	if !decode(w, r, &e) || !s.admit(w, &e) {
 		return
 	}
-	e.async = true
 	var err error
 	if s.f == nil {
 		_, err = s.writeOne(r.Context(), e)
 	} else {
 		// r's context bounds the admission alone: an accepted event is
-		// kept when the handler returns.
-		err = s.f.Submit(r.Context(), e, s.done(e))
+		// the ferry's when the handler returns.
+		s.pauses.admit(e.Tenant)
+		if err = s.f.Submit(r.Context(), e, s.done(e)); err != nil {
+			s.pauses.done(e.Tenant, e, false)
+		}
 	}
 	if err != nil {
-		fail(w, err)
+		s.fail(w, e.Tenant, err)
 		return
 	}
 	answer(w, http.StatusAccepted, reply{Tenant: e.Tenant, ID: e.ID})
@@ -222,7 +233,9 @@ func (s *Service) handleAsync(w http.ResponseWriter, r *http.Request) {
 const maxBulk = 1000
 
 // handleBulk stores up to maxBulk events of any tenants with one DoMany, and
-// answers 201 once all are committed: all of them are admitted, or none.
+// answers 201 once all are committed, else the worst status of the events
+// that failed, each event's reply saying how it fared. The room admits all
+// of them or none (429); the events of a paused tenant get 503 alone.
 func (s *Service) handleBulk(w http.ResponseWriter, r *http.Request) {
 	var evs []event
 	if !decode(w, r, &evs) {
@@ -235,10 +248,6 @@ func (s *Service) handleBulk(w http.ResponseWriter, r *http.Request) {
 	for i := range evs {
 		if err := check(&evs[i]); err != nil {
 			http.Error(w, fmt.Sprintf("event %d: %v", i, err), http.StatusBadRequest)
-			return
-		}
-		if s.carry.paused(evs[i].Tenant) {
-			paused(w, evs[i].Tenant)
 			return
 		}
 	}
@@ -261,16 +270,23 @@ func (s *Service) handleBulk(w http.ResponseWriter, r *http.Request) {
 	}
 	var errs ferry.Errors
 	if err != nil && !errors.As(err, &errs) {
-		fail(w, err)
+		s.fail(w, "", err)
 		return
 	}
 	code := http.StatusCreated
 	replies := make([]reply, len(evs))
 	for i, e := range evs {
 		replies[i] = reply{Tenant: e.Tenant, ID: e.ID}
-		if errs != nil && errs[i] != nil {
-			replies[i].Error = errs[i].Error()
-			code = max(code, status(errs[i]))
+		var err error
+		if errs != nil && errs[i] != nil { // then outs may be short
+			err = errs[i]
+			s.noticePaused(e.Tenant, err)
+		} else {
+			err = outs[i].Refused
+		}
+		if err != nil {
+			replies[i].Error = err.Error()
+			code = max(code, status(err))
 			continue
 		}
 		replies[i].Seq = outs[i].Seq
@@ -279,8 +295,8 @@ func (s *Service) handleBulk(w http.ResponseWriter, r *http.Request) {
 }
 
 // requestContext is r's context, ended after cfg.Request: a request waits
-// that long at most, in the room and in calls that fail in turn. Its end
-// drops its events that no call has taken.
+// that long at most, in the room and through a call's retries. Its end drops
+// its events that no call has taken, and those a call would try again.
 func (s *Service) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
 	if s.cfg.Request <= 0 {
 		return r.Context(), func() {}
@@ -288,14 +304,10 @@ func (s *Service) requestContext(r *http.Request) (context.Context, context.Canc
 	return context.WithTimeout(r.Context(), s.cfg.Request)
 }
 
-// admit checks e and numbers it, or answers 400, or 503 if its tenant is paused.
+// admit checks e and numbers it, or answers 400.
 func (s *Service) admit(w http.ResponseWriter, e *event) bool {
 	if err := check(e); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
-		return false
-	}
-	if s.carry.paused(e.Tenant) {
-		paused(w, e.Tenant)
 		return false
 	}
 	e.accepted = s.accepted.Add(1)
@@ -331,31 +343,41 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// status is the HTTP status of a failed write. 503 is left to a paused
-// tenant alone (see paused), so that a client can tell the two apart.
+// status is the HTTP status of a failed write: 429 a full room, 503 a paused
+// tenant (see pauses), 504 a call or a request past its time, 422 an event
+// PostgreSQL refused, else 500 (the ferry closed at shutdown, a failed
+// statement, a panic).
 func status(err error) int {
 	switch {
 	case errors.Is(err, ferry.ErrRejected):
 		return http.StatusTooManyRequests
+	case errors.Is(err, ferry.ErrPaused):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, ferry.ErrCallTimeout), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
+	case refused(err):
+		return http.StatusUnprocessableEntity
 	}
-	return http.StatusInternalServerError // ErrClosed at shutdown, a failed statement, a panic
+	return http.StatusInternalServerError
 }
 
-func fail(w http.ResponseWriter, err error) {
+// fail answers err, an error of tenant's event (or events, if "").
+func (s *Service) fail(w http.ResponseWriter, tenant string, err error) {
+	s.noticePaused(tenant, err)
 	code := status(err)
-	if code == http.StatusTooManyRequests {
+	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	http.Error(w, err.Error(), code)
 }
 
-// paused answers 503 for a tenant whose accepted events wait to be stored
-// again after a failed call: new ones would have to be stored after them.
-func paused(w http.ResponseWriter, tenant string) {
-	w.Header().Set("Retry-After", "1")
-	http.Error(w, fmt.Sprintf("tenant %q is paused: its accepted events are being stored again", tenant), http.StatusServiceUnavailable)
+// noticePaused schedules tenant's resume if err says the ferry paused it. As
+// a rule Retry has (when it gave up on the call that paused it), but not if
+// the callers of that call had all given up by its last try.
+func (s *Service) noticePaused(tenant string, err error) {
+	if tenant != "" && errors.Is(err, ferry.ErrPaused) {
+		s.pauses.failed(tenant)
+	}
 }
 
 func answer(w http.ResponseWriter, code int, v any) {
@@ -375,136 +397,115 @@ func (s *Service) writeOne(ctx context.Context, e event) (int64, error) {
 	return seqs[0], nil
 }
 
-// call is the ferry's Call: it writes the events carried from the tenant's
-// failed calls, then its batch, in one statement (store.write, which retries
-// transient errors). If the statement is refused for what it holds, the
-// events are written one by one, in order, so that a bad event fails alone.
-// Then each event that failed for good fails: a Do or DoMany event with the
-// error, an async one to the dead-letter file. The async events that failed
-// otherwise (the database unreachable, the call's time up), carried ones
-// first, are carried to the tenant's next call, which a poke makes if nothing
-// else does, and the tenant is paused until then; the Do and DoMany events
-// among them get the error.
-func (s *Service) call(ctx context.Context, tenant string, in []event) ([]stored, error) {
-	carried := s.carry.peek(tenant)
-	evs := make([]event, 0, len(carried)+len(in))
-	evs = append(evs, carried...)
-	for _, e := range in {
-		if !e.drain {
-			evs = append(evs, e)
-		}
-	}
-	outs := make([]stored, len(in))
-	if len(evs) == 0 {
-		return outs, nil
-	}
-	seqs, fails := s.writeAll(ctx, tenant, evs)
-	if fails == nil {
-		s.carry.clear(tenant)
-		seqs = seqs[len(carried):]
-		for i, e := range in {
-			if !e.drain {
-				outs[i].Seq, seqs = seqs[0], seqs[1:]
-			}
-		}
-		return outs, nil
-	}
-	var keep, dead []event
-	var deadErr error
-	errs := make(ferry.Errors, len(in))
-	for i, j := 0, 0; j < len(evs); j++ {
-		e, seq, err := evs[j], seqs[j], fails[j]
-		if j >= len(carried) { // in[i] is evs[j]
-			for in[i].drain {
-				i++
-			}
-			outs[i].Seq, errs[i] = seq, err
-			if e.async && err != nil {
-				outs[i].Deferred, errs[i] = true, nil
-			}
-			i++
-		}
-		switch {
-		case err == nil || !e.async:
-		case retryable(err) || ctx.Err() != nil:
-			keep = append(keep, e)
-		default:
-			dead, deadErr = append(dead, e), err
-		}
-	}
-	s.carry.keep(tenant, keep) // none: clear
-	if dead != nil {
-		s.deadLetter(dead, deadErr)
-	}
-	return outs, errs
-}
-
-// writeAll writes evs in one statement, or one by one if that statement is
-// refused for what it holds, and returns each event's number or error (nil
-// if none failed). One by one, the first event that fails otherwise ends
-// the pass: it and those after it get its error, so that none is stored
-// before an earlier one.
-func (s *Service) writeAll(ctx context.Context, tenant string, evs []event) ([]int64, []error) {
+// write is the ferry's Call: it stores a tenant's batch in one statement
+// (store.write). If PostgreSQL refuses the statement for the data it holds,
+// it stores the events one by one, in order, so that a bad event is refused
+// alone: that is its answer (stored.Refused; a Do gets 422, an async event
+// goes to the dead letters), not a failure. The first event that fails
+// otherwise ends the pass: it and those after it fail with its error, so
+// that none is stored before an earlier one. The ferry retries the events
+// that failed (retry); once they fail for good, it pauses the tenant.
+func (s *Service) write(ctx context.Context, tenant string, evs []event) ([]stored, error) {
+	outs := make([]stored, len(evs))
 	seqs, err := s.st.write(ctx, tenant, evs)
-	if err == nil {
-		return seqs, nil
+	switch {
+	case err == nil:
+		for i := range outs {
+			outs[i].Seq = seqs[i]
+		}
+		return outs, nil
+	case !refused(err):
+		return nil, err
+	case len(evs) == 1:
+		outs[0].Refused = err
+		return outs, nil
 	}
-	seqs, fails := make([]int64, len(evs)), make([]error, len(evs))
-	for i := range fails {
-		fails[i] = err
-	}
-	if retryable(err) || ctx.Err() != nil || len(evs) == 1 {
-		return seqs, fails
-	}
-	for i, e := range evs {
-		one, err := s.st.write(ctx, tenant, []event{e})
-		if err != nil && (retryable(err) || ctx.Err() != nil) {
+	for i := range evs {
+		seqs, err := s.st.write(ctx, tenant, evs[i:i+1])
+		switch {
+		case err == nil:
+			outs[i].Seq = seqs[0]
+		case refused(err):
+			outs[i].Refused = err
+		default:
+			errs := make(ferry.Errors, len(evs))
 			for j := i; j < len(evs); j++ {
-				fails[j] = err
+				errs[j] = err
 			}
-			break
-		}
-		fails[i] = err
-		if err == nil {
-			seqs[i] = one[0]
+			return outs, errs
 		}
 	}
-	return seqs, fails
+	return outs, nil
 }
 
-// done is the Submit callback of the async event e: e goes to the spool if
-// the ferry closed before its call (ErrClosed), to the dead-letter file if
-// its call panicked. A failed call answers async events with no error: it
-// carries them (see call).
+// retry is the ferry's Retry: the policy of retry, counted. A call it gives
+// up on has failed for good, and the ferry pauses its tenant: it schedules
+// the tenant's resume.
+func (s *Service) retry(tenant string, attempt int, err error) (time.Duration, bool) {
+	d, ok := retry(attempt, err)
+	if ok {
+		s.retries.Add(1)
+	} else {
+		s.pauses.failed(tenant)
+	}
+	return d, ok
+}
+
+// done is the Submit callback of the async event e, on the ferry's worker,
+// in the order of the tenant's events: e goes to the dead letters if
+// PostgreSQL refused it, to the spool if the ferry closed first (ErrClosed);
+// if its call failed for good, or its tenant was paused while it waited
+// (ErrPaused), it is kept, to be written when the tenant resumes.
 func (s *Service) done(e event) func(stored, error) {
-	return func(_ stored, err error) {
+	return func(out stored, err error) {
 		switch {
+		case err == nil && out.Refused != nil:
+			s.deadLetter([]event{e}, out.Refused)
 		case err == nil:
 		case errors.Is(err, ferry.ErrClosed):
 			s.mu.Lock()
 			s.spool = append(s.spool, e)
 			s.mu.Unlock()
 		default:
-			s.deadLetter([]event{e}, err)
+			s.kept.Add(1)
 		}
+		s.pauses.done(e.Tenant, e, err != nil && !errors.Is(err, ferry.ErrClosed))
 	}
 }
 
-// poke makes a call for tenant, so that the events carried from its failed
-// call are written even if no new event comes. It tries again later if the
-// room is full; after Close it does nothing, as Shutdown spools the carried.
-func (s *Service) poke(tenant string) {
-	if s.f == nil {
-		return
+// rewrite stores a paused tenant's kept events, in order, for its resume,
+// while the ferry holds the tenant paused: in statements of MaxBatch events
+// at most, each within CallTimeout. It returns how many it stored (or sent to
+// the dead letters, refused) before the first that failed, and that error.
+// The spool's replay uses it too.
+func (s *Service) rewrite(ctx context.Context, tenant string, evs []event) (int, error) {
+	n := 0
+	for chunk := range slices.Chunk(evs, s.cfg.MaxBatch) {
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		outs, err := s.write(cctx, tenant, chunk)
+		cancel()
+		var errs ferry.Errors
+		ok := len(chunk)
+		switch {
+		case errors.As(err, &errs):
+			ok = slices.IndexFunc(errs, func(err error) bool { return err != nil })
+		case err != nil:
+			ok = 0
+		}
+		for i := range ok {
+			if outs[i].Refused != nil {
+				s.deadLetter(chunk[i:i+1], outs[i].Refused)
+			}
+		}
+		if n += ok; err != nil {
+			return n, err
+		}
 	}
-	err := s.f.Submit(context.Background(), event{Tenant: tenant, drain: true}, nil)
-	if errors.Is(err, ferry.ErrRejected) {
-		s.carry.schedule(tenant)
-	}
+	return n, nil
 }
 
 func (s *Service) deadLetter(evs []event, err error) {
-	s.cfg.Logf("ingest: %d accepted events failed for good, to %s: %v", len(evs), s.cfg.Spool+".dead", err)
+	s.cfg.Logf("ingest: %d accepted events refused, to %s: %v", len(evs), s.cfg.Spool+".dead", err)
 	s.dead.Add(uint64(len(evs)))
 	if werr := appendEvents(s.cfg.Spool+".dead", evs); werr != nil {
 		s.cfg.Logf("ingest: dead letters lost: %v", werr)
@@ -513,11 +514,11 @@ func (s *Service) deadLetter(evs []event, err error) {
 
 // Shutdown stops the service, as on SIGTERM: the HTTP server first (no new
 // request; those in flight, Do's included, finish), then the ferry, which runs
-// what waits for at most cfg.Drain, then Close. The async events then still
-// unstored (answered ErrClosed, or carried, though each paused tenant gets a
-// call in the drain) are written to the spool file,
-// for the next Start. It returns the HTTP server's error if ctx ended first
-// (then the connections are closed), and the spool's.
+// what waits for at most cfg.Drain, then Close, then the resumes. The async
+// events then still unstored (answered ErrClosed, or kept for a paused
+// tenant's resume) are written to the spool file, for the next Start. It
+// returns the HTTP server's error if ctx ended first (then the connections
+// are closed), and the spool's.
 func (s *Service) Shutdown(ctx context.Context) error {
 	var errs []error
 	if err := s.srv.Shutdown(ctx); err != nil {
@@ -528,9 +529,6 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("http: %w", err))
 	}
 	if s.f != nil {
-		for _, t := range s.carry.tenants() { // their calls run in the drain
-			s.poke(t)
-		}
 		dctx, cancel := context.WithTimeout(ctx, s.cfg.Drain)
 		if err := s.f.Shutdown(dctx); err != nil {
 			s.cfg.Logf("ingest: the ferry did not drain in %v: closing it", s.cfg.Drain)
@@ -538,8 +536,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		cancel()
 		s.f.Close() // every done has run, and no call is in flight
 	}
+	kept := s.pauses.stop()
 	s.mu.Lock()
-	evs := append(s.spool, s.carry.stop()...)
+	evs := append(s.spool, kept...)
 	s.spool = nil
 	s.mu.Unlock()
 	if len(evs) > 0 {
@@ -560,12 +559,12 @@ func (s *Service) close() {
 	if s.f != nil {
 		s.f.Close()
 	}
-	s.carry.stop()
+	s.pauses.stop()
 	s.st.pool.Close()
 }
 
 // replay stores the events of the spool file, each tenant's in the order
-// they were accepted, and removes the file.
+// they were accepted (as a resume does: see rewrite), and removes the file.
 func (s *Service) replay(ctx context.Context) error {
 	evs, err := readSpool(s.cfg.Spool)
 	if err != nil || len(evs) == 0 {
@@ -580,13 +579,8 @@ func (s *Service) replay(ctx context.Context) error {
 		byTenant[e.Tenant] = append(byTenant[e.Tenant], e)
 	}
 	for _, t := range tenants {
-		for chunk := range slices.Chunk(byTenant[t], 1000) {
-			wctx, cancel := context.WithTimeout(ctx, 4*s.cfg.CallTimeout)
-			_, err := s.st.write(wctx, t, chunk)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("replaying %s: %w", s.cfg.Spool, err)
-			}
+		if _, err := s.rewrite(ctx, t, byTenant[t]); err != nil {
+			return fmt.Errorf("replaying %s: %w", s.cfg.Spool, err)
 		}
 	}
 	s.replayed.Add(uint64(len(evs)))
@@ -603,17 +597,21 @@ func (s *Service) register() {
 	}{
 		{"commits_total", "Statements that committed a batch.", &c.commits},
 		{"events_stored_total", "Events stored (not counting those found stored already).", &c.stored},
-		{"retries_total", "Tries of a batch after a transient error.", &c.retries},
+		{"retries_total", "Tries of a call after a transient error (the ferry's Retry).", &s.retries},
 		{"commit_checks_total", "Checks whether a try whose connection failed committed.", &c.checks},
 		{"commit_checks_committed_total", "Checks that found it did.", &c.checked},
+		{"kept_total", "Accepted async events kept after their call failed for good, for their tenant's resume.", &s.kept},
+		{"resumes_total", "Paused tenants resumed.", &s.resumes},
 		{"spooled_total", "Accepted events written to the spool at shutdown.", &s.spooled},
 		{"replayed_total", "Spooled events stored at start.", &s.replayed},
-		{"dead_letters_total", "Accepted events that failed for good.", &s.dead},
+		{"dead_letters_total", "Accepted events that PostgreSQL refused.", &s.dead},
 	} {
 		s.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ingest", Name: m.name, Help: m.help},
 			func() float64 { return float64(m.v.Load()) }))
 	}
-	s.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ingest", Name: "paused_tenants",
-		Help: "Tenants whose accepted events wait to be stored again after a failed call."},
-		func() float64 { return float64(s.carry.count()) }))
+	if s.f != nil {
+		s.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ingest", Name: "paused_tenants",
+			Help: "Tenants paused after a call failed for good (503 until they resume)."},
+			func() float64 { return float64(s.f.Stats().Paused) }))
+	}
 }

@@ -81,7 +81,7 @@ func readSpool(path string) ([]event, error) {
 		if err := dec.Decode(&s); err != nil {
 			return nil, fmt.Errorf("%s: event %d: %w", path, len(evs)+1, err)
 		}
-		evs = append(evs, event{Tenant: s.Tenant, ID: s.ID, Payload: s.Payload, accepted: s.Accepted, async: true})
+		evs = append(evs, event{Tenant: s.Tenant, ID: s.ID, Payload: s.Payload, accepted: s.Accepted})
 	}
 	return evs, nil
 }

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ferrygo/ferry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
@@ -55,8 +57,8 @@ ON CONFLICT (tenant, id) DO NOTHING
 RETURNING id, seq`
 
 // store writes events to PostgreSQL. Its methods are safe for concurrent use
-// and run on their caller's goroutine: a ferry's worker, or a handler when
-// unbatched.
+// and run on their caller's goroutine: a ferry's worker, a tenant's resume,
+// the replay at start, or a handler when unbatched.
 type store struct {
 	pool  *pgxpool.Pool
 	count *counters
@@ -64,6 +66,9 @@ type store struct {
 	// the try fail as if its connection broke before the answer came. For
 	// tests.
 	lose func() bool
+
+	mu     sync.Mutex
+	unsure map[string]string // by tenant, the batch of its last try if that may have committed
 }
 
 // errLost is the error of a try that lose made fail.
@@ -71,7 +76,7 @@ var errLost = errors.New("ingest: the answer was lost (a test's fault)")
 
 // counters are the store's totals, read by the metrics at a scrape.
 type counters struct {
-	commits, stored, retries, checks, checked atomic.Uint64
+	commits, stored, checks, checked atomic.Uint64
 }
 
 // openStore connects to dsn, with the tables in schema (created if missing).
@@ -101,38 +106,48 @@ func openStore(ctx context.Context, dsn, schemaName, app string, conns int, time
 		pool.Close()
 		return nil, fmt.Errorf("creating the tables: %w", err)
 	}
-	return &store{pool: pool, count: new(counters)}, nil
+	return &store{pool: pool, count: new(counters), unsure: map[string]string{}}, nil
 }
 
-// write stores evs, all of tenant, in one statement, and returns their
-// sequence numbers, in order. It tries again while retry allows, and before
-// each new try checks whether the failed one committed after all (see
-// committed), so a batch is never written twice and never given numbers
-// twice. It returns the last try's error when retry refuses or ctx ends.
+// write stores evs, all of tenant, in one statement, in one try, and returns
+// their sequence numbers, in order. If tenant's last try may have committed
+// (its connection failed after the statement was sent), write first checks
+// whether it did (see committed): if it did and evs are among its events, as
+// when the ferry retries them, their numbers come from the table and no
+// statement runs, so no batch is given numbers twice. Events stored already
+// are skipped in any case, as an event's (tenant, id) is unique: nothing is
+// stored twice.
 func (s *store) write(ctx context.Context, tenant string, evs []event) ([]int64, error) {
-	batch := newBatchID()
-	for attempt := 1; ; attempt++ {
-		seqs, err := s.insert(ctx, tenant, batch, evs)
-		if err == nil {
+	s.mu.Lock()
+	last, check := s.unsure[tenant]
+	s.mu.Unlock()
+	if check {
+		seqs, ok, err := s.committed(ctx, tenant, last, evs)
+		if err != nil {
+			return nil, err // still unsure
+		}
+		s.setUnsure(tenant, "")
+		if ok {
 			return seqs, nil
 		}
-		if ambiguous(err) {
-			if seqs, ok := s.committed(ctx, tenant, batch, evs); ok {
-				return seqs, nil
-			}
-		}
-		backoff, again := retry(tenant, attempt, err)
-		if !again || ctx.Err() != nil {
-			return nil, err
-		}
-		s.count.retries.Add(1)
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		}
+	}
+	batch := newBatchID()
+	seqs, err := s.insert(ctx, tenant, batch, evs)
+	if err != nil && ambiguous(err) {
+		s.setUnsure(tenant, batch)
+	}
+	return seqs, err
+}
+
+// setUnsure records batch as tenant's try that may have committed, or
+// forgets it if batch is "".
+func (s *store) setUnsure(tenant, batch string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if batch == "" {
+		delete(s.unsure, tenant)
+	} else {
+		s.unsure[tenant] = batch
 	}
 }
 
@@ -170,27 +185,44 @@ func (s *store) insert(ctx context.Context, tenant, batch string, evs []event) (
 
 // lookup fills in got the numbers of evs stored already, and returns them all in order.
 func (s *store) lookup(ctx context.Context, tenant string, evs []event, got map[string]int64) ([]int64, error) {
-	var missing []string
-	for _, e := range evs {
-		if _, ok := got[e.ID]; !ok {
-			missing = append(missing, e.ID)
-		}
-	}
-	rows, err := s.pool.Query(ctx, `SELECT id, seq FROM events WHERE tenant = $1 AND id = ANY($2)`, tenant, missing)
+	missing, err := s.stored(ctx, tenant, evs, got)
 	if err != nil {
 		return nil, err
+	}
+	if missing > 0 {
+		return nil, fmt.Errorf("%d events of tenant %q neither stored nor found", missing, tenant)
+	}
+	return order(evs, got), nil
+}
+
+// stored fills in got the numbers of those of evs, not in it yet, that are
+// stored, and returns how many of evs are in it still not.
+func (s *store) stored(ctx context.Context, tenant string, evs []event, got map[string]int64) (int, error) {
+	var ids []string
+	for _, e := range evs {
+		if _, ok := got[e.ID]; !ok {
+			ids = append(ids, e.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, seq FROM events WHERE tenant = $1 AND id = ANY($2)`, tenant, ids)
+	if err != nil {
+		return 0, err
 	}
 	var id string
 	var seq int64
 	if _, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error { got[id] = seq; return nil }); err != nil {
-		return nil, err
+		return 0, err
 	}
-	for _, id := range missing {
+	missing := 0
+	for _, id := range ids {
 		if _, ok := got[id]; !ok {
-			return nil, fmt.Errorf("event %q of tenant %q: neither stored nor found", id, tenant)
+			missing++
 		}
 	}
-	return order(evs, got), nil
+	return missing, nil
 }
 
 func order(evs []event, got map[string]int64) []int64 {
@@ -201,24 +233,34 @@ func order(evs []event, got map[string]int64) []int64 {
 	return seqs
 }
 
-// committed tells whether the try of batch that failed committed all the
-// same: the connection broke after the statement reached the server, so its
-// answer was lost. The tenant's row names the last batch that wrote it, and
-// only one batch of a tenant is written at a time, so it names batch if and
-// only if batch committed (another process writing the tenant in between
-// makes it say no: the next try then finds the events stored and skips
-// them). It has a context of its own, as ctx may be what ended the try.
-func (s *store) committed(ctx context.Context, tenant, batch string, evs []event) ([]int64, bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
+// committed tells whether batch, a try of tenant's whose connection failed
+// after the statement was sent, committed all the same, and if so, and evs
+// are all stored, returns their numbers (ok). The tenant's row names the last
+// batch that wrote it, and a tenant's writes come one at a time (the ferry's
+// one call per key, or the tenant's resume while the ferry holds it paused),
+// so it names batch if and only if batch committed. (Another process writing
+// the tenant in between, or -unbatched, whose writes of a tenant overlap,
+// can make it say no where batch committed: the next try then finds the
+// events stored and skips them.) An error is the check's own: it could not tell.
+func (s *store) committed(ctx context.Context, tenant, batch string, evs []event) (seqs []int64, ok bool, err error) {
 	s.count.checks.Add(1)
 	var last string
-	if err := s.pool.QueryRow(ctx, `SELECT last_batch FROM tenants WHERE tenant = $1`, tenant).Scan(&last); err != nil || last != batch {
-		return nil, false
+	err = s.pool.QueryRow(ctx, `SELECT last_batch FROM tenants WHERE tenant = $1`, tenant).Scan(&last)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	case last != batch:
+		return nil, false, nil
 	}
 	s.count.checked.Add(1)
-	seqs, err := s.lookup(ctx, tenant, evs, map[string]int64{})
-	return seqs, err == nil
+	got := map[string]int64{}
+	missing, err := s.stored(ctx, tenant, evs, got)
+	if err != nil || missing > 0 {
+		return nil, false, err // some were not in batch: the statement runs
+	}
+	return order(evs, got), true, nil
 }
 
 // ambiguous reports whether a failed statement may have committed: its
@@ -229,36 +271,42 @@ func ambiguous(err error) bool {
 	return !errors.As(err, &pe) && !pgconn.SafeToRetry(err)
 }
 
-// retry is the policy for a tenant's batch whose attempt-th try failed with
-// err: whether it goes again, and after how long. A retryable error goes
-// again up to maxAttempts tries, after a backoff that doubles from 10 ms to
-// at most 500 ms, with jitter. store.write runs it between its tries, inside
-// the Call, so the tries of a batch end with the call's context (CallTimeout
-// or close). It reads nothing but its arguments, so that whatever runs the
-// tries can call it.
-func retry(tenant string, attempt int, err error) (time.Duration, bool) {
-	_ = tenant // one policy for all tenants
-	if attempt >= maxAttempts || !retryable(err) {
+// retry is the policy of the ferry's Config.Retry (Service adds what it
+// counts): whether a tenant's call whose attempt-th try failed with err goes
+// again, and after how long. A transient error goes again, up to maxAttempts
+// tries, after a backoff that doubles from 10 ms to at most 500 ms, with
+// jitter; but a call that used its whole CallTimeout goes again once only: a
+// second timeout in a row fails it for good (the tenant is paused) rather
+// than hold a worker longer. The ferry runs it on the worker that made the
+// call, which holds the tenant until the last try is over.
+func retry(attempt int, err error) (time.Duration, bool) {
+	if !retryable(err) || attempt >= maxAttempts || attempt >= maxTimeouts && errors.Is(err, ferry.ErrCallTimeout) {
 		return 0, false
 	}
 	d := min(10*time.Millisecond<<(attempt-1), 500*time.Millisecond)
 	return d/2 + rand.N(d/2+1), true
 }
 
-const maxAttempts = 12
+const (
+	maxAttempts = 12 // tries of a call at most
+	maxTimeouts = 2  // tries at most of one that used its whole CallTimeout
+)
 
-// retryable reports whether err is transient: the connection failed or could
-// not be made (the server restarting, a backend terminated), or the server
-// refused for a while (a deadlock, a serialization failure, a lock or
-// statement timeout, too many connections, out of memory or disk). A
-// statement the server rejected for what it is (bad data, a missing table)
-// is not, nor is a context's end.
+// retryable reports whether err, a call's, is transient: the connection
+// failed or could not be made (the server restarting, a backend terminated),
+// the server refused for a while (a deadlock, a serialization failure, a
+// lock or statement timeout, too many connections, out of memory or disk),
+// or the call's CallTimeout ended it (a table locked). A statement the
+// server rejected for what it is (a missing table) is not, nor a panic.
 func retryable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
+	var panicked *ferry.PanicError
+	switch {
+	case errors.Is(err, ferry.ErrCallTimeout):
+		return true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &panicked):
+		return false
+	case !errors.As(err, &pe):
 		return true // the connection's, not the statement's
 	}
 	switch {
@@ -270,6 +318,15 @@ func retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// refused reports whether PostgreSQL refused a statement for the data it
+// holds (class 22, data exception: a number out of range, say): an event
+// refused in a statement of its own is refused for good, which is its
+// answer, not a failure of its tenant's writes.
+func refused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22")
 }
 
 // newBatchID is a random batch id: 128 bits, unique in practice.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,33 +69,46 @@ func TestRetryable(t *testing.T) {
 		{&pgconn.PgError{Code: "42P01"}, false}, // no such table
 		{io.ErrUnexpectedEOF, true},
 		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, true},
+		{ferry.Errors{nil, io.ErrUnexpectedEOF, io.ErrUnexpectedEOF}, true}, // a pass event by event ended by the connection
+		{fmt.Errorf("%w: %w", ferry.ErrCallTimeout, context.DeadlineExceeded), true},
+		{fmt.Errorf("%w: %w", ferry.ErrCallTimeout, &pgconn.PgError{Code: "57014"}), true},
 		{context.DeadlineExceeded, false},
-		{fmt.Errorf("%w: %w", ferry.ErrCallTimeout, context.DeadlineExceeded), false},
 		{context.Canceled, false},
+		{&ferry.PanicError{Value: "x"}, false},
 	} {
 		if got := retryable(c.err); got != c.want {
 			t.Errorf("retryable(%v) = %v", c.err, got)
 		}
 	}
-	if ambiguous(&pgconn.PgError{Code: "57P01"}) || !ambiguous(io.ErrUnexpectedEOF) {
+	if ambiguous(&pgconn.PgError{Code: "57P01"}) || !ambiguous(io.ErrUnexpectedEOF) || !ambiguous(errLost) {
 		t.Error("a server's error is not ambiguous, a broken connection is")
+	}
+	if !refused(&pgconn.PgError{Code: "22003"}) || refused(&pgconn.PgError{Code: "42P01"}) || refused(io.ErrUnexpectedEOF) {
+		t.Error("a data exception is refused, nothing else")
 	}
 }
 
 func TestRetry(t *testing.T) {
 	transient := &pgconn.PgError{Code: "57P01"}
 	for attempt := 1; attempt < maxAttempts; attempt++ {
-		d, ok := retry("t", attempt, transient)
+		d, ok := retry(attempt, transient)
 		top := min(10*time.Millisecond<<(attempt-1), 500*time.Millisecond)
 		if !ok || d < top/2 || d > top {
 			t.Errorf("attempt %d: %v, %v; want again after %v to %v", attempt, d, ok, top/2, top)
 		}
 	}
-	if _, ok := retry("t", maxAttempts, transient); ok {
+	if _, ok := retry(maxAttempts, transient); ok {
 		t.Errorf("retried after %d attempts", maxAttempts)
 	}
-	if _, ok := retry("t", 1, &pgconn.PgError{Code: "23505"}); ok {
+	if _, ok := retry(1, &pgconn.PgError{Code: "23505"}); ok {
 		t.Error("retried a unique violation")
+	}
+	timeout := fmt.Errorf("%w: %w", ferry.ErrCallTimeout, context.DeadlineExceeded)
+	if _, ok := retry(1, timeout); !ok {
+		t.Error("a first timeout not retried")
+	}
+	if _, ok := retry(maxTimeouts, timeout); ok {
+		t.Errorf("retried after %d timeouts", maxTimeouts)
 	}
 }
 
@@ -107,8 +121,10 @@ func TestStatus(t *testing.T) {
 		{fmt.Errorf("%w: %w", context.DeadlineExceeded, ferry.ErrCallTimeout), 504},
 		{ferry.Errors{nil, fmt.Errorf("x: %w", ferry.ErrCallTimeout)}, 504},
 		{context.DeadlineExceeded, 504},
+		{fmt.Errorf("%w: %w", ferry.ErrPaused, fmt.Errorf("%w: x", ferry.ErrCallTimeout)), 503},
+		{&pgconn.PgError{Code: "22003"}, 422},
 		{ferry.ErrClosed, 500},
-		{&pgconn.PgError{Code: "23505"}, 500},
+		{&pgconn.PgError{Code: "42P01"}, 500},
 	} {
 		if got := status(c.err); got != c.want {
 			t.Errorf("status(%v) = %d, want %d", c.err, got, c.want)
@@ -135,11 +151,8 @@ func TestSpool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range evs {
-		evs[i].async = true // what a spool holds was posted async
-	}
 	if !slices.EqualFunc(got, evs, func(a, b event) bool {
-		return a.Tenant == b.Tenant && a.ID == b.ID && string(a.Payload) == string(b.Payload) && a.accepted == b.accepted && a.async == b.async
+		return a.Tenant == b.Tenant && a.ID == b.ID && string(a.Payload) == string(b.Payload) && a.accepted == b.accepted
 	}) {
 		t.Errorf("read %+v, want %+v", got, evs)
 	}
@@ -163,46 +176,104 @@ func TestSpool(t *testing.T) {
 	}
 }
 
-// A tenant whose call failed is paused, and poked after a backoff that
-// doubles with each failure in a row, until a call stores its events.
-func TestCarrier(t *testing.T) {
+// A paused tenant resumes after a backoff and once every done of its async
+// events has come: its kept events are written first, in order, then it is
+// resumed; a write that fails keeps the tenant paused and tries again after
+// a backoff twice as long. A tenant with nothing kept is resumed at once
+// after its backoff. stop cancels a resume's write and returns what is kept.
+func TestPauses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pokes := make(chan string, 8)
-		c := newCarrier(func(tenant string) { pokes <- tenant })
-		evs := []event{{Tenant: "a", ID: "1"}}
 		start := time.Now()
-		c.keep("a", evs)
-		if !c.paused("a") || c.paused("b") || c.count() != 1 || len(c.peek("a")) != 1 {
-			t.Fatal("a is not paused alone")
+		var (
+			mu      sync.Mutex // the fakes run on the resumes' goroutines
+			writes  []string   // "when tenant ids"
+			resumes []string   // "when tenant"
+			fail    = 1        // writes to fail, each after storing one event
+			hold    = map[string]chan struct{}{"g": make(chan struct{})}
+		)
+		p := newPauses(func(ctx context.Context, tenant string, evs []event) (int, error) {
+			ids := ""
+			for _, e := range evs {
+				ids += e.ID
+			}
+			mu.Lock()
+			writes = append(writes, fmt.Sprint(time.Since(start), " ", tenant, " ", ids))
+			failed := fail > 0 && tenant != "c"
+			if failed {
+				fail--
+			}
+			mu.Unlock()
+			if c := hold[tenant]; c != nil {
+				<-c
+			}
+			switch {
+			case tenant == "c": // down until stop
+				<-ctx.Done()
+				return 0, ctx.Err()
+			case failed:
+				return 1, errors.New("down")
+			}
+			return len(evs), nil
+		}, func(tenant string) {
+			mu.Lock()
+			defer mu.Unlock()
+			resumes = append(resumes, fmt.Sprint(time.Since(start), " ", tenant))
+		})
+		check := func(when string, wantWrites, wantResumes []string) {
+			t.Helper()
+			synctest.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			slices.Sort(writes) // those of one instant in any order
+			if !slices.Equal(writes, wantWrites) || !slices.Equal(resumes, wantResumes) {
+				t.Errorf("at %s: writes %q, resumes %q; want %q, %q", when, writes, resumes, wantWrites, wantResumes)
+			}
+			writes, resumes = nil, nil
 		}
-		if got := <-pokes; got != "a" || time.Since(start) != 100*time.Millisecond {
-			t.Errorf("poke %q after %v, want a after 100ms", got, time.Since(start))
+		ev := func(tenant, id string) event { return event{Tenant: tenant, ID: id} }
+
+		for range 3 {
+			p.admit("a")
 		}
-		start = time.Now()
-		c.keep("a", evs) // failed again
-		c.schedule("a")  // one poke pending at most
-		<-pokes
-		if time.Since(start) != 200*time.Millisecond {
-			t.Errorf("second poke after %v, want 200ms", time.Since(start))
+		p.done("a", ev("a", "0"), false) // stored
+		p.failed("a")                    // Retry gave up on a call of a's
+		p.failed("b")                    // a tenant of Do events only
+		time.Sleep(50 * time.Millisecond)
+		p.done("a", ev("a", "1"), true) // its call failed
+		time.Sleep(100 * time.Millisecond)
+		check("150ms", nil, []string{"100ms b"}) // a's third done has not come
+		p.done("a", ev("a", "2"), true)          // it waited in a's lane as a was paused
+		time.Sleep(time.Second)                  // the first write fails after storing 1
+		check("1.15s", []string{"150ms a 12", "350ms a 2"}, []string{"350ms a"})
+		p.mu.Lock()
+		if len(p.tenants) != 0 {
+			t.Errorf("%d tenants held after their resumes", len(p.tenants))
 		}
+		p.mu.Unlock()
+
+		// An async event of g admitted as g's kept one is written: g resumes
+		// once its done has come and what it kept is written too.
+		p.admit("g")
+		p.done("g", ev("g", "1"), true)
+		time.Sleep(200 * time.Millisecond)
+		p.admit("g")
+		close(hold["g"])
+		check("1.35s", []string{"1.25s g 1"}, nil)
+		p.done("g", ev("g", "2"), true)
+		check("1.35s", []string{"1.35s g 2"}, []string{"1.35s g"})
+
+		p.admit("c")
+		p.done("c", ev("c", "1"), true)
+		p.admit("d")
+		p.done("d", ev("d", "1"), true)
 		time.Sleep(time.Second)
-		synctest.Wait()
-		if len(pokes) != 0 {
-			t.Errorf("%d pokes more", len(pokes))
+		check("2.35s", []string{"1.45s c 1", "1.45s d 1"}, []string{"1.45s d"}) // c's write hangs
+		if kept := p.stop(); len(kept) != 1 || kept[0].Tenant != "c" || kept[0].ID != "1" {
+			t.Errorf("stop kept %v, want c's 1", kept)
 		}
-		c.clear("a")
-		if c.paused("a") || c.count() != 0 {
-			t.Error("a is paused after clear")
-		}
-		c.keep("b", evs)
-		if got := c.stop(); len(got) != 1 {
-			t.Errorf("stop returned %v", got)
-		}
+		p.failed("e")
 		time.Sleep(time.Minute)
-		synctest.Wait()
-		if len(pokes) != 0 {
-			t.Error("a poke after stop")
-		}
+		check("after stop", nil, nil)
 	})
 }
 
