@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -182,7 +183,7 @@ func TestSpool(t *testing.T) {
 // a backoff twice as long. A tenant with nothing kept is resumed at once
 // after its backoff. stop cancels a resume's write and returns what is kept.
 func TestPauses(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	bubble(t, func(t *testing.T) {
 		start := time.Now()
 		var (
 			mu      sync.Mutex // the fakes run on the resumes' goroutines
@@ -296,4 +297,20 @@ func TestLoadLoopbackOnly(t *testing.T) {
 	if _, err := generate(context.Background(), lc); err == nil {
 		t.Error("a load aimed beyond 127.0.0.1")
 	}
+}
+
+// bubble runs f in a synctest bubble, but a bubble whose goroutines all
+// block for good fails its test instead of crashing the test binary (as the
+// root module's tests do).
+func bubble(t *testing.T, f func(*testing.T)) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			if err, ok := r.(error); ok && strings.Contains(err.Error(), "deadlock: all goroutines in bubble are blocked") {
+				t.Fatalf("the bubble deadlocked: %v", err)
+			}
+			panic(r)
+		}
+	}()
+	synctest.Test(t, f)
 }
