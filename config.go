@@ -67,7 +67,10 @@ type Config[K comparable, I any] struct {
 	// the call's error, at once, until Resume(key). A paused key holds no
 	// lane and takes no room; other keys go on. A paused key's waiting
 	// Submits are told in their done, after the failed call's completions
-	// and before any later one of the key. false: a failure pauses nothing.
+	// and before any later one of the key. A failure pauses its key though
+	// Retry never said no: when the callers of every input still failed gave
+	// up between attempts, say; so watch for ErrPaused rather than Retry's
+	// no to know a key is paused. false: a failure pauses nothing.
 	PauseOnError bool
 
 	// WaitForRoom makes an admission that the room cannot hold now wait

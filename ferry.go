@@ -280,8 +280,9 @@ func (f *Ferry[K, I, O]) Stats() Stats {
 // input of key given to Do, Submit or DoMany after Resume returns is admitted
 // as usual (from the same goroutine, or one that saw Resume return). It is a
 // no-op if key is not paused, or the ferry closed. It blocks only to hand
-// the word to the key's shard, never for a call, and may be called from
-// user code (a Call, a done, an OnBatch).
+// the word to the key's shard (never for a call or any user code, so it may
+// be called holding a lock of yours), and may be called from user code (a
+// Call, a done, an OnBatch).
 func (f *Ferry[K, I, O]) Resume(key K) {
 	f.shardOf(key).send(msg[K, I, O]{op: opResume, key: key})
 }
