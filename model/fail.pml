@@ -653,7 +653,7 @@ again:
 
 /* cctx.Err() of a direct call: once the ferry is closing (close, or
  * opStart after it, cancels it on a goroutine of its own: at some point
- * after close) or its caller's ctx has ended (CANCEL, caller 2), it may be
+ * after close) or its caller's ctx has ended (bit me of CANCEL), it may be
  * seen ended, and then stays so */
 inline dctx() {
 	if
