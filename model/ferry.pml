@@ -12,9 +12,10 @@
  *             dispatch, startRound, settle, close, end, and the core
  *             state.admit/join/room/enter/claim/take/release/drop/drain/
  *             shutdown/flush (loop.go, state.go)
- *   worker    work, finish, reply (worker.go); started by the loop's dispatch
- *             as batches need them (takeWorker, startWorker: loop.go), up to NW
- *   watcher   the AfterFunc of a Submit's ctx: submitCtxDone (submit.go)
+ *   worker    work, finish, reply (worker.go): the call, the release, the
+ *             answers (and a Submit's done), then opIdle; started by the
+ *             loop's dispatch as batches need them (takeSlot, hold: share.go),
+ *             up to NW
  *   notifier  callDoneAll, started by loop.close           (worker.go)
  *   flusher   Flush                                        (ferry.go)
  *   closer    Close, Shutdown                              (ferry.go)
@@ -24,7 +25,8 @@
  *                MaxBatchDelay > 0: deadlines exist, as "due or not".
  *   ROUNDS0      how many Do calls caller 0 makes in turn (default 1)
  *   CANCELMASK   bit c: caller c's ctx may end (default 1: caller 0's)
- *   SUBMIT=1     caller 1 uses Submit, watched by a watcher
+ *   SUBMIT=1     caller 1 uses Submit (its ctx bounds its admission alone, so
+ *                it never gives up once its opAdmit is sent)
  *   MANY=1       caller 0 uses DoMany with two inputs, of keys 0 and 1; its
  *                answers count down a token on g.count.left, the last sends fin
  *   FLUSH=1|2    flushers, each calling Flush once; FCANCEL=1: their ctx may end
@@ -33,6 +35,8 @@
  *                Close deferred behind the Flushes): a Flush must end without
  *                it; 2: it does so or not, as it chooses at first
  *   CALLERS      callers that make a call (default 3; 2: caller 2 makes none)
+ *   ONBATCH=1    Config.OnBatch is set: a direct call releases its key
+ *                carrying w, runs OnBatch, then sends opReported
  *   INCSZ        capacity of f.inc (default 4; Go: 1024)
  *   MUT_*        one mutation each; see README.md
  */
@@ -76,6 +80,9 @@
 #ifndef CALLERS
 #define CALLERS 3     /* callers that make a call: 2 leaves caller 2 out */
 #endif
+#ifndef ONBATCH
+#define ONBATCH 0     /* OnBatch set: a direct call's report (opReported) follows its release */
+#endif
 #define CANCELS(c) ((CANCELMASK >> (c)) & 1)
 
 #define NC   3    /* callers */
@@ -85,8 +92,8 @@
 #define MAXQ 2    /* MaxQueued: the room */
 #define BS   2    /* MaxBatchSize */
 
-#define DIRECTW 2 /* the worker of a direct call's release (Go: direct = -1) */
-#define PING    9 /* the key of a Flush's ping, an empty job */
+#define DIRECTW 2 /* the worker of a direct call's release (Go: byCaller = -1); DIRECTW + 1 + c:
+                   * caller c's, carrying w (its OnBatch runs, opReported follows) */
 
 /* an input's key: inputs 0 and 1 are key 0's, inputs 2 and 3 key 1's */
 #define ikey(i) (((i) >= 2) -> 1 : 0)
@@ -105,18 +112,17 @@
 #define W_ERR  11
 #define W_DROP 12
 
-mtype = { ADMIT, ADMITMANY, DROP, DROPMANY, START, RELEASE, ANSWERED,
+mtype = { ADMIT, ADMITMANY, DROP, DROPMANY, START, RELEASE, IDLEM, REPORTED,
           NOTIFIED, EXIT, FLUSHM, CLOSE, SHUTDOWN,                   /* to the loop */
           CLAIMED, REJECTED, CLOSED, ANSWER, DROPPED, KEPT, ADMITTED,
-          WITHDRAWN, OK };                                           /* replies */
+          OK };                                                      /* replies */
 
 chan inc = [INCSZ] of { mtype, byte, byte }; /* f.inc: op, input or key, worker or n (or a DoMany's part: 0) */
 chan rep[NC] = [1] of { mtype };             /* each waiter's w.c, buffered 1 */
-chan jobs[NW] = [2] of { byte, byte, byte }; /* wk.jobs: key or PING, buffer, acks owed */
+chan jobs[NW] = [1] of { byte };             /* wk.jobs: a batch's key, only while idle */
 chan pc = [1] of { byte };                   /* the DoMany's one part's p.c, words only: capacity 1 */
 chan gleft = [1] of { byte };                /* g.count.left: the token, the count of inputs not yet answered */
 chan gfin = [1] of { bit };                  /* g.count.fin: sent once, by what answers the last input */
-chan wd = [1] of { mtype };                  /* the Submit's w.drop */
 chan nch = [1] of { bit };                   /* go callDoneAll(l.s, subs, ErrClosed) */
 chan fc[2] = [1] of { mtype };               /* each Flush's reply, c */
 
@@ -138,47 +144,48 @@ bit  old[NI];       /* seq <= flushed, and <= the round's seq: admitted before t
 byte idl[NW];       /* l.idle, a stack */
 byte nidle;
 byte nwk;           /* len(l.workers): workers started (startWorker), 0 at New */
-bit  flip[NW];      /* wk.flip */
-byte bufc[NW*2*BS]; /* wk.bufs[2]: input+1 */
+byte bufc[NW*BS];   /* wk.buf: input+1 */
+byte wowe[NW];      /* wk.owe: what its batch owes the round in progress, told by its opIdle */
 bool closing, stopped;
 byte exited;
 bit  dcl[NK];       /* l.directs has the key: claimed for a direct call */
 bit  dir[NK];       /* and its cancel: the call has started */
 byte notify;        /* l.notify */
-bool sseen, swd;    /* the Submit's w.seen, w.withdrawn */
 bool rnd;           /* l.round != nil */
 byte left;          /* l.round.left */
 byte rfl;           /* l.round.replies: bit f, flusher f's */
 byte qfl;           /* l.flushers, for the round after it: bit f, flusher f's */
 bit  dold[NK];      /* the direct call's claim is counted by the round */
+bit  drep[NC];      /* l.reports: caller c's direct call is released and its OnBatch runs */
+bit  rold[NC];      /* and the round counts its claim (rounds.claimed) */
 byte gdrop;         /* the DoMany part's dropped, written before its word */
 
 /* ---- ghosts: observers only, never read by the protocol ---- */
 byte calls[NK];     /* calls in flight per key, batched and direct */
 byte nbc;           /* batched calls in flight */
-bit  bu[NW*2];      /* a worker still reads that batch buffer */
+bit  bu[NW];        /* the worker still reads its batch buffer */
 bit  ret[NI];       /* the input's caller has returned without its answer */
 bit  seen[NC];      /* the loop has read the current Do's admit */
 bit  outc[NI];      /* the input has had its one outcome */
 bit  pend[NI];      /* the input is admitted and not yet answered */
 bit  taken[NI];     /* the input has been taken into a batch */
 bit  inb[NC];       /* the caller has a call (batched or direct) not yet released */
+bit  dcg[NC];       /* the caller's direct call is claimed, and not over: released, and
+                     * with OnBatch, OnBatch returned */
+bit  gold[NC];      /* and it was claimed before the round in progress started */
 bit  dst[NK];       /* the loop has seen the direct call's opStart */
 bit  dcan[NK];      /* the direct call has been cancelled */
 byte nret;          /* callers whose last call has returned */
 byte wgone;         /* workers that have sent opExit and gone */
 bool cdone;         /* the closer has returned */
 byte fdone;         /* flushers that have returned */
-byte nowed;         /* acks owed (wk.owed, all workers): jobs with ack whose opAnswered
-                     * the loop has not handled */
-byte sarm;          /* the Submit's AfterFunc: 0 not set, 1 set, 2 stopped or started */
 bool sadm;          /* the Submit's input was admitted */
 byte sdone;         /* times the Submit's done has been called */
 bool gpool;         /* the DoMany's caller has pooled g: no one may touch it again */
 bool swords;        /* the loop has sent the Submit's admission word */
 
 /* loop temporaries, dead between the loop's atomic steps */
-hidden byte mb, ma, k, c, ti, tw, tb, tk, tn, kk2, gl, gn;
+hidden byte mb, ma, k, c, ti, tw, tk, tn, kk2, gl, gn;
 hidden byte ok;
 hidden mtype mop;
 
@@ -340,7 +347,7 @@ inline admitDo(cc) {
 		if
 		:: DIRECT && ph[k] == IDLE ->               /* claim */
 			assert(!closing);
-			ph[k] = BUSY; busy++; inb[cc] = 1;
+			ph[k] = BUSY; busy++; inb[cc] = 1; dcg[cc] = 1; gold[cc] = 0;
 			dcl[k] = 1; dold[k] = 0;
 			doReply(cc, CLAIMED)
 		:: else ->
@@ -354,17 +361,12 @@ inline admitDo(cc) {
 
 /* loop.admitSubmit: a Submit's admission, which never claims */
 inline submit() {
-	sseen = 1;
 	if
-	:: swd -> assert(nfull(wd)); wd!KEPT; sword(WITHDRAWN)
+	:: REFUSED -> sword(CLOSED)
 	:: else ->
 		if
-		:: REFUSED -> sword(CLOSED)
-		:: else ->
-			if
-			:: queued >= MAXQ -> sword(REJECTED)
-			:: else -> enter(1); sadm = 1; sword(ADMITTED)
-			fi
+		:: queued >= MAXQ -> sword(REJECTED)
+		:: else -> enter(1); sadm = 1; sword(ADMITTED)
 		fi
 	fi
 }
@@ -447,20 +449,6 @@ inline dropDo(cc) {
 	fi
 }
 
-/* loop.dropSubmit: a Submit's drop */
-inline withdraw() {
-	if
-	:: !sseen -> swd = 1                             /* submit answers both */
-	:: else ->
-		dropOne(1);
-		assert(nfull(wd));
-		if
-		:: ok -> notify++; wd!DROPPED               /* replyAfterLend; its done is the watcher's */
-		:: else -> wd!KEPT
-		fi
-	fi
-}
-
 /* loop.handle(opDropMany) */
 inline dropMany() {
 	gdrop = 0;
@@ -491,17 +479,53 @@ inline release(kk, wk) {
 	:: else -> inb[2] = 0
 	fi;
 	if
-	:: wk == DIRECTW ->
+	:: wk >= DIRECTW ->                              /* endDirect */
 		assert(dcl[kk]);
 		assert(!(closing && dst[kk]) || dcan[kk]);  /* close cancelled it */
 		if
-		:: rnd && dold[kk] -> assert(left > 0); left--
-		:: else -> skip
+#ifndef MUT_REPORT_AT_RELEASE
+		:: wk > DIRECTW ->                           /* carrying w: its report is to come */
+			assert(!drep[wk - DIRECTW - 1]);
+			drep[wk - DIRECTW - 1] = 1; rold[wk - DIRECTW - 1] = dold[kk]
+#endif
+		:: else ->                                   /* MUTATION: counted here, even with w */
+			if
+			:: rnd && dold[kk] -> assert(left > 0); left--
+			:: else -> skip
+			fi
 		fi;
 		dcl[kk] = 0; dir[kk] = 0; dold[kk] = 0; dst[kk] = 0; dcan[kk] = 0
 	:: else ->
-		idl[nidle] = wk; nidle++
+#ifdef MUT_IDLE_AT_RELEASE
+		idle(wk)                                     /* MUTATION: idle at its release */
+#else
+		skip                                         /* idle only at its opIdle */
+#endif
 	fi
+}
+
+/* handle(opIdle): loop.idleWorker, which pays what the worker's batch owed
+ * the round in progress (rounds.paid) and gives it back as idle
+ * (share.releaseSlot: with one shard, to the loop's idle list) */
+inline idle(wk) {
+	if
+	:: rnd -> assert(left >= wowe[wk]); left = left - wowe[wk]
+	:: else -> skip
+	fi;
+	wowe[wk] = 0;
+	idl[nidle] = wk; nidle++
+}
+
+/* handle(opReported): loop.reported, caller c's OnBatch has returned */
+inline reported(cc) {
+#ifndef MUT_REPORT_AT_RELEASE
+	assert(drep[cc]);
+#endif
+	if
+	:: rnd && rold[cc] -> assert(left > 0); left--
+	:: else -> skip
+	fi;
+	drep[cc] = 0; rold[cc] = 0
 }
 
 /* loop.close with state.drain */
@@ -550,7 +574,7 @@ inline lclose() {
 		:: else -> skip
 		fi;
 		if
-		:: rnd -> tell(rfl, CLOSED); rnd = 0; left = 0  /* the round's replies: ErrClosed */
+		:: rnd -> tell(rfl, CLOSED); rnd = 0; left = 0; clearOwed()  /* the round's replies: ErrClosed */
 		:: else -> skip
 		fi;
 		tell(qfl, CLOSED);                           /* and the flushers' after it */
@@ -572,45 +596,63 @@ inline tell(fl, v) {
 }
 
 /* loop.startRound: a round for the Flushes waiting (l.flushers); every input
- * admitted so far is older than it; the workers started so far are pinged
- * (none if the loop has started none); what waits is made due (state.flush).
- * The round's id is left out: every ack owed to a round is in before it ends
- * (each counts in left), and a round starts only after the last has ended
- * or with none before, so no ack of an older round is ever owed (nowed)
- * and opAnswered's o.round == l.round.id holds whenever a round is on. */
+ * admitted so far is older than it; it waits for those, for the direct
+ * calls in flight and those released whose OnBatch runs (their reports),
+ * for the Submits' done in flight (notify), and for every worker busy with a
+ * batch, whose opIdle comes once it has answered it (wk.owe = 1); what waits
+ * is made due (state.flush). The round's id is left out: what a worker owes
+ * is set for the round in progress at dispatch and at startRound, for every
+ * busy worker, and a round ends only once all it was owed has come, so
+ * rounds.paid's o.round == cur.id holds whenever a round is on; what is
+ * owed is cleared as a round ends (clearOwed), which changes nothing. */
+#define INIDLE(w) ((nidle > 0 && idl[0] == (w)) || (nidle > 1 && idl[1] == (w)))
 inline startRound() {
 	assert(!closing && !rnd && qfl != 0);
-	assert(nowed == 0);
 	rnd = 1; rfl = qfl; qfl = 0;
-	left = queued + dcl[0] + dcl[1] + notify + nwk;
+#ifndef MUT_ROUND_NO_REPORTS
+	left = queued + dcl[0] + dcl[1] + drep[0] + drep[1] + drep[2] + notify;
+#else
+	left = queued + dcl[0] + dcl[1] + notify;        /* MUTATION: len(l.reports) left out */
+#endif
 	old[0] = 1; old[1] = 1; old[2] = 1; old[3] = 1;
 	dold[0] = dcl[0]; dold[1] = dcl[1];
-#ifndef MUT_FLUSH_NO_PING
+	rold[0] = drep[0]; rold[1] = drep[1]; rold[2] = drep[2];
+	gold[0] = dcg[0]; gold[1] = dcg[1]; gold[2] = dcg[2];
 	k = 0;
 	do
-	:: k < nwk -> assert(nfull(jobs[k])); jobs[k]!PING, 0, 0; nowed++; k++
-	:: else -> break
+	:: k < nwk && !INIDLE(k) ->
+#ifndef MUT_FLUSH_NO_BUSY
+		wowe[k] = 1; left++;                         /* a busy worker: its opIdle */
+#endif
+		k++
+	:: k < nwk && INIDLE(k) -> k++
+	:: k >= nwk -> break
 	od;
 	k = 0;
-#else
-	left = left - nwk;                               /* MUTATION: the workers not waited for */
-#endif
 	allReady()
+}
+
+/* a round is over: what was owed to it is no more */
+inline clearOwed() {
+	wowe[0] = 0; wowe[1] = 0;
+	rold[0] = 0; rold[1] = 0; rold[2] = 0;
+	gold[0] = 0; gold[1] = 0; gold[2] = 0
 }
 
 /* loop.settle: while the round has nothing left, its Flushes are told nil
  * and the next round starts for those queued behind it, which may have
- * nothing left either (no input, call or notify, no worker to ping). With
- * the property a Flush's nil stands for. */
+ * nothing left either (no input, call, report or notify, no busy worker).
+ * With the property a Flush's nil stands for. */
 inline settle() {
 	do
 	:: rnd && left == 0 ->
 		/* every input admitted before the Flush has been answered, and every
-		 * direct call in flight then is over */
+		 * direct call in flight then is over, its OnBatch returned */
 		assert(!(old[0] && pend[0]) && !(old[1] && pend[1]));
 		assert(!(old[2] && pend[2]) && !(old[3] && pend[3]));
 		assert(!dold[0] && !dold[1]);
-		tell(rfl, OK); rnd = 0;
+		assert(!gold[0] && !gold[1] && !gold[2]);
+		tell(rfl, OK); rnd = 0; clearOwed();
 		if
 		:: qfl != 0 && !closing -> startRound()
 		:: else -> skip
@@ -623,12 +665,14 @@ inline settle() {
 }
 
 /* loop.dispatch: a batch on each idle worker while a lane is ready (state.take);
- * takeWorker starts a worker (startWorker) if none is idle and fewer than NW run */
+ * share.takeSlot pops an idle worker, or starts one (hold, newWorker) if none
+ * is idle and fewer than NW (most) have started; a worker is idle again only
+ * at its opIdle, once it has answered its batch */
 inline turn() {
 	do
 	:: rn > 0 && (nidle > 0 || nwk < NW) ->
 		if
-		:: nidle == 0 ->                             /* startWorker: go work(l.s, id, c) */
+		:: nidle == 0 ->                             /* newWorker: go work(f, c) */
 			assert(!stopped);
 			idl[0] = nwk; nidle = 1;
 			run worker(nwk); nwk++
@@ -641,12 +685,8 @@ inline turn() {
 		ph[tk] = BUSY;
 #endif
 		busy++;
-#ifdef MUT_NO_FLIP
-		tb = 0;                                      /* MUTATION: always wk.bufs[0] */
-#else
-		tb = flip[tw];
-#endif
-		assert(!bu[tw*2 + tb]);                      /* the worker is done with it */
+		assert(!bu[tw]);                             /* the worker no longer reads wk.buf */
+		bu[tw] = 1;
 		assert(ln[tk] <= BS);
 		ti = 0; tn = 0;
 		do
@@ -660,28 +700,27 @@ inline turn() {
 			:: else -> skip
 			fi;
 			if
-			:: rnd && old[c] -> tn++                 /* it owes the round an ack */
+			:: rnd && old[c] -> tn++                 /* its batch owes the round for it */
 			:: else -> skip
 			fi;
-			bufc[(tw*2 + tb)*BS + ti] = c + 1;
+			bufc[tw*BS + ti] = c + 1;
 			it[tk*BS + ti] = 0; ti++
 		:: else -> break
 		od;
 		queued = queued - ln[tk]; ln[tk] = 0;
-		flip[tw] = 1 - flip[tw];
-		assert(nfull(jobs[tw]));                     /* a batch only while idle, and a ping */
-		jobs[tw]!tk, tb, tn;
-		if
-		:: tn > 0 -> nowed++                         /* wk.owed */
-		:: else -> skip
-		fi;
-		tw = 0; tk = 0; tb = 0; ti = 0; c = 0; tn = 0
+		wowe[tw] = tn;                               /* wk.owe: rounds.owe(n) */
+		assert(nfull(jobs[tw]));                     /* a batch only while idle */
+		jobs[tw]!tk;
+		tw = 0; tk = 0; ti = 0; c = 0; tn = 0
 	:: else -> break
 	od
 }
 
-/* loop.end, up to close(f.done); MUT_SETTLE_IN_END: with the settle that
- * the code had there before its own wake-up's (285c12b) */
+/* loop.end, up to close(f.done): a closing loop with no call in flight, no
+ * Submits' done running, every worker idle and every direct call's OnBatch
+ * reported stops its workers; MUT_SETTLE_IN_END: with the settle that the
+ * code had there before its own wake-up's (285c12b) */
+#define REPORTS (drep[0] + drep[1] + drep[2])
 inline endcheck() {
 #ifdef MUT_SETTLE_IN_END
 	settle();                                        /* MUTATION: after the dispatch */
@@ -691,12 +730,14 @@ inline endcheck() {
 	:: else -> skip
 	fi;
 	if
-#ifdef MUT_NO_NOTIFY_WAIT
-	:: closing && busy == 0 ->                       /* MUTATION: done callbacks not waited for */
+#if defined(MUT_NO_NOTIFY_WAIT)
+	:: closing && busy == 0 && nidle == nwk && REPORTS == 0 ->  /* MUTATION: done callbacks not waited for */
+#elif defined(MUT_NO_REPORT_WAIT)
+	:: closing && busy == 0 && notify == 0 && nidle == nwk ->   /* MUTATION: reports not waited for */
 #else
-	:: closing && busy == 0 && notify == 0 ->
+	:: closing && busy == 0 && notify == 0 && nidle == nwk && REPORTS == 0 ->
 #endif
-		stopped = 1;                                 /* close(wk.jobs) */
+		stopped = 1;                                 /* share.stopWorkers: a stop to each, all idle */
 		if
 #ifdef MUT_NO_EXIT_WAIT
 		:: true ->                                   /* MUTATION: no wait for the workers */
@@ -732,8 +773,7 @@ inline handle() {
 	:: mop == ADMIT && isSub(ma) -> submit()
 	:: mop == ADMIT && !isSub(ma) -> admitDo(ma)
 	:: mop == ADMITMANY -> admitMany()
-	:: mop == DROP && isSub(ma) -> withdraw()
-	:: mop == DROP && !isSub(ma) -> dropDo(ma)
+	:: mop == DROP     -> dropDo(ma)                 /* never a Submit's */
 	:: mop == DROPMANY -> dropMany()
 	:: mop == START    ->
 		assert(dcl[ma]);
@@ -743,18 +783,15 @@ inline handle() {
 		:: else -> dir[ma] = 1
 		fi
 	:: mop == RELEASE  -> release(ma, mb)
-	:: mop == ANSWERED ->                            /* o := wk.owed[0] */
-		assert(nowed > 0); nowed--;
-		if
-		:: rnd -> assert(left >= mb); left = left - mb
-		:: else -> skip
-		fi
-	:: mop == NOTIFIED ->
-		assert(notify > 0); notify--;
-		if
-		:: ma == 1 -> countOld(1)                    /* the watcher's */
-		:: else -> skip
-		fi
+	:: mop == IDLEM    ->                            /* opIdle: loop.idleWorker */
+#ifndef MUT_IDLE_AT_RELEASE
+		assert(!INIDLE(ma));
+		idle(ma)
+#else
+		skip                                         /* MUTATION: idle at its release */
+#endif
+	:: mop == REPORTED -> reported(ma)               /* loop.reported */
+	:: mop == NOTIFIED -> assert(notify > 0); notify--  /* loop.notified: close's */
 	:: mop == EXIT     -> exited++
 	:: mop == FLUSHM   ->                            /* ma: the flusher */
 		if
@@ -830,68 +867,57 @@ inline answerOne(wc) {
 	outcome(wc - 1); pend[wc - 1] = 0;
 	if
 	:: isMany(wc - 1) -> answered(1, lv, owe)         /* a run of one: one input per key */
-	:: isSub(wc - 1) ->
-		if
-		:: sarm == 1 -> sarm = 2                     /* callDone: w.stop() */
-		:: else -> skip
-		fi;
-		sdone++; assert(sdone == 1)                  /* done(out, err) */
+	:: isSub(wc - 1) -> sdone++; assert(sdone == 1)  /* callDone: done(out, err) */
 	:: else -> rep[wc - 1]!ANSWER                    /* after an errKept, once it is read */
 	fi
 }
 
+/* work and finish: the call, its release, the answers (a Submit's done
+ * after the Do and DoMany callers'; OnBatch after them), then, in a step of
+ * its own, clear(j.batch) and opIdle: a slow done or OnBatch holds its own
+ * worker, which is idle only once it has sent opIdle */
 proctype worker(byte id) {
-	byte wk, wb, wn, i, wc, lv;
+	byte wk, i, wc, lv;
 	bit owe;
 	do
 	:: atomic {
-		jobs[id]?wk, wb, wn ->
-		if
-		:: wk != PING ->                             /* the call starts */
-			bu[id*2 + wb] = 1;
-			calls[wk]++; assert(calls[wk] <= 1);
-			nbc++; assert(nbc <= NW)
-		:: else -> skip
-		fi
+		jobs[id]?wk ->                               /* the call starts */
+		calls[wk]++; assert(calls[wk] <= 1);
+		nbc++; assert(nbc <= NW)
 	   };
-		if
-		:: wk == PING -> atomic { inc!ANSWERED, id, 1; wk = 0; wb = 0; wn = 0 }  /* a Flush's ping */
-		:: else ->
 #ifndef MUT_ANSWER_BEFORE_RELEASE
-			atomic { inc!RELEASE, wk, id; calls[wk]--; nbc-- } /* it returns; finish: release first */
+		atomic { inc!RELEASE, wk, id; calls[wk]--; nbc-- };  /* it returns; finish: release first */
 #else
-			d_step { calls[wk]--; nbc-- }
+		d_step { calls[wk]--; nbc-- };
 #endif
-			atomic {                                 /* answer each input */
-				i = 0;
-				do
-				:: i < BS && bufc[(id*2 + wb)*BS + i] > 0 ->
-					wc = bufc[(id*2 + wb)*BS + i];
-					answerOne(wc);
-					wc = 0; i++
-				:: else -> break
-				od;
-				i = 0;
+		atomic {                                     /* answer each input */
+			i = 0;
+			do
+			:: i < BS && bufc[id*BS + i] > 0 ->
+				wc = bufc[id*BS + i];
+				answerOne(wc);
+				wc = 0; i++
+			:: else -> break
+			od;
+			i = 0;
 #ifdef MUT_ANSWER_BEFORE_RELEASE
-				inc!RELEASE, wk, id;                 /* MUTATION: release after the answers */
+			inc!RELEASE, wk, id;                     /* MUTATION: release after the answers */
 #endif
-				bufc[(id*2 + wb)*BS] = 0; bufc[(id*2 + wb)*BS + 1] = 0;
-				bu[id*2 + wb] = 0; wk = 0; wb = 0;
-				if
-				:: wn > 0 -> inc!ANSWERED, id, wn    /* j.ack */
-				:: else -> skip
-				fi;
-				wn = 0
-			}
+			bufc[id*BS] = 0; bufc[id*BS + 1] = 0;    /* read no more (the ghost bu says when it is cleared) */
+			wk = 0
+		};
 #ifdef MUT_FIN_BEFORE_PUT
-			;
-			if
-			:: atomic { owe -> assert(!gpool); gleft!0; owe = 0 }  /* the put, after fin */
-			:: else -> skip
-			fi
+		if
+		:: atomic { owe -> assert(!gpool); gleft!0; owe = 0 }  /* the put, after fin */
+		:: else -> skip
+		fi;
 #endif
-		fi
-	:: atomic { stopped && empty(jobs[id]) -> break }  /* for range jobs ends */
+		atomic {                                     /* done and OnBatch have returned */
+			assert(bu[id]);
+			bu[id] = 0;                              /* clear(j.batch) */
+			inc!IDLEM, id, 0
+		}
+	:: atomic { stopped && empty(jobs[id]) -> break }  /* a stop: the loop stops only idle workers */
 	od;
 	atomic { inc!EXIT, 0, 0; wgone++ }
 }
@@ -978,10 +1004,16 @@ wt:	/* wait for the answer or the end of ctx */
 called:
 	/* only a claimed caller gets here: its direct call is in flight */
 #ifndef MUT_EARLY_RELEASE
-	atomic { inc!RELEASE, key, DIRECTW; calls[key]--; againOrFin() } /* it returns; defer */
+#if ONBATCH
+	/* it returns; releaseDirect carries w; then OnBatch, then opReported */
+	atomic { inc!RELEASE, key, DIRECTW + 1 + me; calls[key]-- };
+	atomic { dcg[me] = 0; gold[me] = 0; inc!REPORTED, me, 0; againOrFin() }  /* OnBatch has returned */
+#else
+	atomic { inc!RELEASE, key, DIRECTW; calls[key]--; dcg[me] = 0; gold[me] = 0; againOrFin() } /* it returns; releaseDirect */
+#endif
 #else
 	atomic { calls[key]++; assert(calls[key] <= 1) }
-	atomic { calls[key]--; againOrFin() }
+	atomic { calls[key]--; dcg[me] = 0; gold[me] = 0; againOrFin() }
 #endif
 abandon:
 	/* drop sent; wait for one word */
@@ -992,7 +1024,7 @@ abandon:
 	:: atomic {
 		rep[me]?r ->
 		if
-		:: r == CLAIMED -> inc!RELEASE, key, DIRECTW /* it will not make the call */
+		:: r == CLAIMED -> inc!RELEASE, key, DIRECTW; dcg[me] = 0; gold[me] = 0  /* it will not make the call */
 		:: else -> skip
 		fi;
 		ret[me] = 1; fin()
@@ -1001,34 +1033,27 @@ abandon:
 	fi;
 	goto out;
 
-sub:	/* Submit: its AfterFunc is set before the admission */
-	sarm = CANCELS(me);
+sub:	/* Submit: its ctx bounds its admission alone (its check before the
+	 * send is left out: then Submit returns and sends nothing) */
 	send(ADMIT, me);
 	if
-	:: !sent -> goto unsub                          /* ErrClosed */
+	:: !sent -> goto refused                        /* ErrClosed */
 	:: else -> skip
 	fi;
-	if                                              /* as in Do */
+	if                                              /* await(s, c, nil) */
 	:: atomic { done ->
 		if
 		:: rep[me]?r
-		:: empty(rep[me]) -> r = CLOSED; goto unsub  /* stop() */
+		:: empty(rep[me]) -> r = CLOSED; goto refused  /* ErrClosed: c not pooled */
 		fi }
 	:: else -> rep[me]?r
 	fi;
 	if
-	:: r == ADMITTED -> fin(); goto out              /* nil */
-	:: r == WITHDRAWN -> ret[me] = 1; fin(); goto out /* ctx's error */
+	:: r == ADMITTED -> fin(); goto out              /* nil: done will be called */
 	:: else -> skip
 	fi;
-unsub:	/* f.unsubmit: stop the AfterFunc if it has not started */
-	atomic {
-		if
-		:: sarm == 1 -> sarm = 2
-		:: else -> skip
-		fi;
-		ret[me] = 1; fin()
-	};
+refused:
+	atomic { ret[me] = 1; fin() };
 	goto out;
 
 many:	/* DoMany of inputs 0 (key 0) and 3 (key 1): one shard, so one part,
@@ -1096,48 +1121,12 @@ out:
 	skip
 }
 
-/* submitCtxDone, run by the Submit's AfterFunc once its ctx ends */
-proctype watcher() {
-	bit sent;
-	mtype r;
-end_w:
-	if
-	:: atomic { sarm == 1 -> sarm = 2 }              /* ctx ends: the AfterFunc starts */
-	:: sarm == 2 -> goto out                         /* stopped: it never runs */
-	fi;
-	send(DROP, 1);
-	if
-	:: !sent -> goto out
-	:: else -> skip
-	fi;
-	if
-	:: wd?r ->
-		if
-		:: r == DROPPED ->
-			atomic {
-				ret[1] = 1;
-				outcome(1); pend[1] = 0;
-				sdone++; assert(sdone == 1)          /* done(zero, ctx's error) */
-			};
-			inc!NOTIFIED, 1, 0
-		:: else -> skip
-		fi
-	:: done -> skip
-	fi;
-out:
-	skip
-}
-
 /* callDoneAll: the Submit's done, with ErrClosed, off the loop */
 proctype notifier() {
 end_n:
 	if
 	:: nch?_ ->
 		atomic {
-			if
-			:: sarm == 1 -> sarm = 2
-			:: else -> skip
-			fi;
 			outcome(1); pend[1] = 0;
 			sdone++; assert(sdone == 1)
 		};
@@ -1167,8 +1156,10 @@ out:
 	fdone++
 }
 
-inline closedok() {  /* Close (or Shutdown) returns: every call over, every goroutine gone */
+inline closedok() {  /* Close (or Shutdown) returns: every call over (a direct call's OnBatch
+                      * returned too), every goroutine gone */
 	assert(done && wgone == nwk && calls[0] == 0 && calls[1] == 0 && busy == 0);
+	assert(!dcg[0] && !dcg[1] && !dcg[2]);
 	assert(notify == 0 && (!sadm || sdone == 1))     /* every admitted Submit's done has run */
 }
 
@@ -1205,13 +1196,10 @@ out:
 
 init {
 	atomic {
-		run loop();                                  /* workers: started by dispatch (startWorker) */
+		run loop();                                  /* workers: started by dispatch (takeSlot) */
 		run caller(0); run caller(1); run caller(2);
 #if SUBMIT
 		run notifier();
-#if (CANCELMASK >> 1) & 1
-		run watcher();
-#endif
 #endif
 #if FLUSH >= 1
 		run flusher(0);
@@ -1229,7 +1217,8 @@ init {
 		/* every Do the loop heard of had exactly one outcome */
 		assert((!seen[0] || outc[0] || MANY) && (!seen[1] || outc[1] || SUBMIT) && (!seen[2] || outc[2]));
 		assert(!pend[0] && !pend[1] && !pend[2] && !pend[3]);
-		assert(!sadm || sdone == 1)
+		assert(!sadm || sdone == 1);
+		assert(nidle == nwk && REPORTS == 0 && !dcg[0] && !dcg[1] && !dcg[2])
 	}
 }
 

@@ -1,17 +1,24 @@
 /*
  * shards.pml: a SPIN model of how the shards of one ferry share its two
  * bounds, the room (spare) and the workers' slots (the pool), as share.go and
- * loop.go implement them: loop.run, receive, handle's opAdmit and opRelease,
- * dispatch, takeWorker; share.borrowRoom, giveBackRoom, takeSlot,
- * releaseSlot, giveBackIdleSlots; shareOf. Nothing else of the ferry is here:
- * see ferry.pml for one loop's protocol, and README.md.
+ * loop.go implement them: loop.run, receive, handle's opAdmit and opIdle,
+ * dispatch; share.borrowRoom, giveBackRoom, takeSlot, gotSlot,
+ * releaseSlot, giveBackIdleSlots; shareOf. A slot is a worker: the pool
+ * holds idle workers, a shard runs its batches on the workers it holds, and
+ * a worker is idle, and its slot free, only once it has answered its batch.
+ * Nothing else of the ferry is here: see ferry.pml for one loop's protocol,
+ * and README.md.
  *
  * Processes and the Go code they stand for:
  *   loop     loop.run, receive, handle (opAdmit: state.join's room check;
- *            opRelease: releaseSlot), dispatch, takeWorker; the inlines
- *            reserve, lend, slot, unslot, keep stand for share.borrowRoom,
- *            giveBackRoom, takeSlot, releaseSlot, giveBackIdleSlots
- *   worker   work: the call, then opRelease, then the answer
+ *            opIdle: idleWorker, releaseSlot), dispatch; the
+ *            inlines and steps reserve, lend, take, unslot, keep stand for
+ *            share.borrowRoom, giveBackRoom, takeSlot, releaseSlot,
+ *            giveBackIdleSlots
+ *   worker   work: a job names the loop that holds the worker's slot; the
+ *            call, the answer, then opIdle, to that loop (its opRelease,
+ *            before the answer, changes neither room nor slots here: it is
+ *            left out, see README.md)
  *   caller   Ferry.Do: one opAdmit, then its one answer (or a rejection)
  *
  * Configuration (-D on spin's command line):
@@ -29,8 +36,10 @@
  *   (ROOMOK); the inputs waiting across shards never pass MaxQueued; a
  *   rejection only when the room is full, but for room a loop has freed by
  *   taking batches that have not started (rejok), and never with a room as
- *   large as the callers; the slots are conserved (SLOTSOK) and the calls in
- *   flight never pass MaxInFlightBatches; a loop starves only when every
+ *   large as the callers; the slots are conserved (SLOTSOK); a job goes out
+ *   only when a worker is idle to take it at once (its slot's: the workers
+ *   are as many as the slots), and the calls in flight never pass
+ *   MaxInFlightBatches; a loop starves only when every
  *   slot is in flight, but for slots held by a loop in a wake-up (starveok);
  *   a loop parked below its share gets the slot of the next batch to end
  *   beyond a share (shareok); no deadlock; at the end the whole room is in
@@ -62,28 +71,30 @@
 #else
 #define CMAX C0
 #endif
-#define INCSZ (CMAX + NW)       /* s.inc: its admissions and releases never fill it */
+#define INCSZ (CMAX + NW)       /* s.inc: its admissions and opIdles never fill it */
 #define OWN(s) (((s) == 0) -> (NW + 1) / 2 : NW / 2)  /* share(NW, 2, s) */
 #define MAXC  6                 /* pend's size, for the ltl claim */
 
 #define ADM 1                   /* opAdmit of caller c */
-#define REL 2                   /* opRelease from a worker */
+#define IDL 3                   /* opIdle from a worker: it has answered its batch */
 #define ANSWER   1              /* a caller's answer: its call's */
 #define REJECTED 2              /* or ErrRejected, the room being full */
 
 chan inc[NS] = [INCSZ] of { byte, byte }; /* s.inc: op, caller */
-chan jobs[NS] = [NW] of { byte };          /* the shard's workers' jobs: a batch is one caller's input */
+chan jobs = [NW] of { byte, byte };        /* wk.jobs, the workers' (alike: see README): the loop
+                                            * that holds the worker's slot, and a batch of one
+                                            * caller's input */
 chan rep[NCALL] = [1] of { byte };         /* each caller's w.c */
 chan spare = [1] of { byte };              /* f.spare: the room no shard holds */
-chan slots = [NW] of { bit };              /* f.slots: the pool, the slots no shard holds */
+chan slots = [NW] of { bit };              /* f.slots.free: the pool, the slots no shard holds,
+                                            * each an idle worker (or one not started) */
 
 /* ---- each loop's own state (loop.go, the core's room in state.go) ---- */
 byte cap[NS];       /* st.lim.queued: the room the shard holds (grow) */
 byte q[NS];         /* st.queued: inputs waiting */
 byte qa[NS*CMAX];    /* the waiting inputs, in order: callers */
-byte idle[NS];      /* len(l.idle), counting workers not yet started as idle */
-byte held[NS];      /* l.held: slots the shard holds */
-byte flying[NS];    /* l.flying: its batches in flight */
+byte held[NS];      /* the slots, each a worker, the shard holds: len(workers) - len(free) */
+byte flying[NS];    /* of those, busy (share.busy): taken for a batch, no opIdle handled since */
 bool starved[NS];   /* l.starved */
 /* ---- what Go's runtime knows: where a loop is, what it was handed ---- */
 bool awake[NS];     /* in a wake-up, from its receive (or slot) to its jobs'
@@ -96,6 +107,7 @@ byte mvr[NS];       /* room freed by this dispatch's takes whose batches have no
 bit  pend[MAXC];    /* caller c's input is admitted and not yet answered */
 byte ndone;         /* callers that have their answer */
 byte nrej;          /* rejections */
+byte nwork;         /* worker goroutines with a batch: from its job to its opIdle */
 
 /* the room: all of it is in spare, in a core, or in the hands of the one
  * loop that holds spare (x) */
@@ -170,7 +182,9 @@ inline admit1() {
 	fi
 }
 
-/* unslot (share.releaseSlot): the shard's batch has ended; a slot beyond its share goes back */
+/* unslot (loop.idleWorker, share.releaseSlot): the shard's batch is over,
+ * its worker idle (opIdle); with its slot it goes back if the shard holds
+ * more than its share */
 inline unslot() {
 #if defined(MUT_NO_UNSLOT) || defined(MUT_NO_SLOT)
 	skip                                             /* MUTATION */
@@ -197,7 +211,7 @@ inline handleAll() {
 		c = bc[k];
 		if
 		:: bop[k] == ADM -> admit1()
-		:: bop[k] == REL -> unslot(); idle[i]++
+		:: bop[k] == IDL -> unslot()
 		fi;
 		bop[k] = 0; bc[k] = 0; k++
 	:: else -> break
@@ -207,7 +221,8 @@ inline handleAll() {
 	starved[i] = 0                                   /* dispatch */
 }
 
-/* state.take of the first waiting input (batches of one), on an idle worker */
+/* state.take of the first waiting input (batches of one), on an idle worker
+ * of a slot the shard holds */
 inline take() {
 	c = qa[i*CMAX];
 	k = 0;
@@ -216,7 +231,7 @@ inline take() {
 	:: else -> break
 	od;
 	qa[i*CMAX + k] = 0; k = 0;
-	q[i]--; idle[i]--;
+	q[i]--;
 #ifndef MUT_NO_SLOT
 	flying[i]++;
 #endif
@@ -237,11 +252,14 @@ inline keep() {
 	assert(SLOTSOK)
 }
 
-/* the batches taken start: their jobs go to the shard's workers */
+/* the batches taken start: their jobs go to their workers, idle (a
+ * batch only while idle), which tell this loop */
 inline startJobs() {
 	k = 0;
 	do
-	:: k < ns -> assert(nfull(jobs[i])); jobs[i]!stl[k]; stl[k] = 0; k++
+	:: k < ns ->
+		assert(nwork + len(jobs) < NW);              /* a worker is idle to take it */
+		jobs!i, stl[k]; stl[k] = 0; k++
 	:: else -> break
 	od;
 	k = 0; ns = 0; mvr[i] = 0; awake[i] = 0
@@ -316,21 +334,22 @@ end_l:
 	/* dispatch: a batch on each idle worker while a lane is ready */
 	do
 #if defined(MUT_NO_SLOT)
-	:: atomic { q[i] > 0 && idle[i] > 0 -> take() }   /* MUTATION: l.slots nil, as with one shard */
+	:: atomic { q[i] > 0 && flying[i] < NW -> take() }   /* MUTATION: l.slots nil, as with one shard */
+	:: atomic { q[i] > 0 && flying[i] == NW -> break }
 #elif defined(MUT_IGNORE_HELD)
 	:: atomic {                                  /* MUTATION: takeSlot ignores the slots it holds */
-		q[i] > 0 && idle[i] > 0 && nempty(slots) ->
+		q[i] > 0 && nempty(slots) ->
 		slots?_; held[i]++; take()
 	   }
-	:: atomic { q[i] > 0 && idle[i] > 0 && empty(slots) -> starved[i] = 1; starveok(); break }
+	:: atomic { q[i] > 0 && empty(slots) -> starved[i] = 1; starveok(); break }
 #else
-	:: atomic { q[i] > 0 && idle[i] > 0 && flying[i] < held[i] -> take() }  /* takeSlot: one it holds */
+	:: atomic { q[i] > 0 && flying[i] < held[i] -> take() }  /* takeSlot: an idle worker it holds */
 	:: atomic {
-		q[i] > 0 && idle[i] > 0 && flying[i] == held[i] && nempty(slots) ->
-		slots?_; held[i]++; take()               /* takeSlot: one from the pool */
+		q[i] > 0 && flying[i] == held[i] && nempty(slots) ->
+		slots?_; held[i]++; take()               /* takeSlot: one from the pool (hold) */
 	   }
 	:: atomic {                                  /* takeSlot: none, starved */
-		q[i] > 0 && idle[i] > 0 && flying[i] == held[i] && empty(slots) ->
+		q[i] > 0 && flying[i] == held[i] && empty(slots) ->
 		starved[i] = 1; starveok();
 #ifndef MUT_KEEP_UNLESS_STARVED
 		keep();                                  /* dispatch calls keep starved or not */
@@ -338,7 +357,7 @@ end_l:
 		break
 	   }
 #endif
-	:: atomic { q[i] == 0 || idle[i] == 0 -> keep(); break }  /* no lane ready, or no worker free */
+	:: atomic { q[i] == 0 -> keep(); break }     /* no lane ready */
 	od;
 
 	/* lend (share.giveBackRoom), then the batches start. (In Go the
@@ -370,16 +389,25 @@ end_l:
 	goto end_l
 }
 
-proctype worker(byte i) {
-	byte c;
+proctype worker() {
+	byte s, c;
 end_w:
 	do
-	:: atomic { jobs[i]?c -> fly++; assert(fly <= NW) }  /* (b) batches in flight across shards */
-		atomic {                                     /* the call returns: release, then answer */
+	:: atomic { jobs?s, c -> nwork++; fly++; assert(fly <= NW) }  /* (b) batches in flight across shards */
+		atomic {                                     /* the call returns: (release,) answer */
 			fly--;
-			assert(nfull(inc[i])); inc[i]!REL, 0;
+#ifdef MUT_IDLE_AT_RELEASE
+			assert(nfull(inc[s])); inc[s]!IDL, 0;    /* MUTATION: idle at its release */
+#endif
 			assert(pend[c] && empty(rep[c]));
 			pend[c] = 0; rep[c]!ANSWER; c = 0
+		};
+		atomic {                                     /* then opIdle, to the loop that holds it */
+			nwork--;
+#ifndef MUT_IDLE_AT_RELEASE
+			assert(nfull(inc[s])); inc[s]!IDL, 0;
+#endif
+			s = 0
 		}
 	od
 }
@@ -416,17 +444,11 @@ init {
 		:: k < NW -> slots!1; k++                    /* and every slot in the pool */
 		:: else -> break
 		od;
-		idle[0] = NW; idle[1] = NW;
 		run loop(0); run loop(1);
 		k = 0;
 		do
-		:: k < NW && k < C0 -> run worker(0); k++      /* Go's most is NW, but no */
-		:: else -> break                              /* shard has more batches */
-		od;                                           /* than callers */
-		k = 0;
-		do
-		:: k < NW && k < N1 -> run worker(1); k++
-		:: else -> break
+		:: k < NW -> run worker(); k++               /* one per slot (Go starts each as */
+		:: else -> break                              /* a shard first takes its slot) */
 		od;
 		k = 0;
 		do
@@ -441,8 +463,8 @@ init {
 		spare?<k>;
 		assert(k == TOTAL && cap[0] == 0 && cap[1] == 0 && q[0] == 0 && q[1] == 0);
 		assert(len(slots) == NW && held[0] == 0 && held[1] == 0 && flying[0] == 0 && flying[1] == 0);
-		assert(fly == 0 && !starved[0] && !starved[1] && idle[0] == NW && idle[1] == NW);
-		assert(empty(inc[0]) && empty(inc[1]) && empty(jobs[0]) && empty(jobs[1]));
+		assert(fly == 0 && nwork == 0 && !starved[0] && !starved[1]);
+		assert(empty(inc[0]) && empty(inc[1]) && empty(jobs));
 		assert(!awake[0] && !awake[1] && mvr[0] == 0 && mvr[1] == 0 && !gift[0] && !gift[1])
 	}
 }
