@@ -330,9 +330,9 @@ inline release() {
 			:: else -> skip
 			fi;
 #endif
-#ifdef FIX_CLAIM_FIN
-			if                                   /* the fix proposed: its fin closes after its after */
-			:: dfin != 0 -> run chain(dafter, dfin)
+#ifndef MUT_NO_CLAIM_FIN
+			if                                   /* endClaim: its fin closes after its after (chainFin) */
+			:: dfin != 0 -> run chain(dafter, dfin)   /* MUTATION (left out): never closed */
 			:: else -> skip
 			fi;
 #endif
@@ -769,15 +769,14 @@ proctype notifier(byte after, id, y) {
 	atomic { incomp = 0; inc!NOTIFIED, 0, 0 }
 }
 
-#ifdef FIX_CLAIM_FIN
-/* the fix proposed for endDirect: a claim's place given back is over once
- * the key's earlier completions are, so that close's notifier, which may
- * wait on it, goes on: go func() { <-d.after; close(d.fin) }() */
+/* chainFin, from endClaim: a claim's place given back is over once the
+ * key's earlier completions are, so that close's notifier, which may wait
+ * on it, goes on (the loop closes it at once when there are none, as the
+ * chain does at once then) */
 proctype chain(byte after, fin) {
 	CLOSEDF(after);
 	closedf = closedf | (1 << fin)
 }
-#endif
 
 proctype resumer() {
 	atomic { inc!RESUMEM, 0, 0; ndone++ }
