@@ -55,6 +55,7 @@ type loop[K comparable, I, O any] struct {
 
 	waits    waitLine[K, I, O]                   // admissions waiting for room, with WaitForRoom: see wait.go
 	waitSubs map[chan result[O]]*waiter[K, I, O] // the Submits among them, by their word's channel: see leave
+	wpeak    int                                 // most waitSubs since the map was rebuilt; see shrink
 	left     []waitEntry[K, I, O]                // admissions out of the line at once, as the key is paused or the ferry closes
 
 	paused  pauses[K]                      // the keys paused, with PauseOnError: see pause.go
@@ -315,7 +316,14 @@ func (l *loop[K, I, O]) wait(w *waiter[K, I, O]) {
 			l.waitSubs = make(map[chan result[O]]*waiter[K, I, O])
 		}
 		l.waitSubs[w.c] = w
+		l.wpeak = max(l.wpeak, len(l.waitSubs))
 	}
+}
+
+// unwaitSub forgets w, a Submit's input out of the wait line.
+func (l *loop[K, I, O]) unwaitSub(w *waiter[K, I, O]) {
+	delete(l.waitSubs, w.c)
+	l.waitSubs = shrink(l.waitSubs, &l.wpeak)
 }
 
 // admitWaiting lets in the admissions waiting for room, first come first
@@ -338,7 +346,7 @@ func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 		switch {
 		case e.w != nil:
 			if e.w.done != nil {
-				delete(l.waitSubs, e.w.c)
+				l.unwaitSub(e.w)
 			}
 			l.letIn(e.w, now)
 		case e.borrow:
@@ -416,7 +424,7 @@ func (l *loop[K, I, O]) leave(m msg[K, I, O]) {
 		return
 	}
 	if w, ok := l.waitSubs[m.w.c]; ok {
-		delete(l.waitSubs, m.w.c)
+		l.unwaitSub(w)
 		l.waits.leave(w)
 		w.c <- result[O]{err: errDropped}
 	}
@@ -429,7 +437,7 @@ func (l *loop[K, I, O]) answerWaiting(es []waitEntry[K, I, O], err error) {
 		switch {
 		case e.w != nil:
 			if e.w.done != nil {
-				delete(l.waitSubs, e.w.c)
+				l.unwaitSub(e.w)
 			}
 			e.w.c <- result[O]{err: err}
 		default:
