@@ -367,8 +367,6 @@ func (l *loop[K, I, O]) needOf(e waitEntry[K, I, O]) budget {
 			total = addWeight(total, p.total)
 		}
 		return budget{len(e.g.ws), total}
-	case e.w == nil && e.g.parts[e.part].granted:
-		return budget{} // its room came with it
 	case e.w == nil:
 		n, total, _, _ := l.partNeed(e.g, e.part)
 		return budget{n, total}
@@ -772,10 +770,14 @@ func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
 // none; or, over several shards, holds room for them first, or lets it go.
 // The room held is let go before the part is admitted or refused. With
 // WaitForRoom a part waits for room, as a Do's input does, behind those
-// waiting, or if the room cannot hold it now (and could): one whose room
-// came with it (granted) waits its turn too, its room aside.
+// waiting, or if the room cannot hold it now (and could). One whose room
+// came with it (granted) waits its turn too, and for its room in its turn:
+// the room it came with goes into the shard's, lent as the wake-up ends,
+// as holding it aside would deadlock (an admission before it in the line
+// may need that very room; found by model/wait.pml).
 func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
 	if o == opAdmitMany && l.f.waitForRoom && l.waits.len() > 0 && l.admits() && !l.neverFits(&g.parts[i]) {
+		l.takeRoomOf(&g.parts[i]) // lent as the wake-up ends: see admitPart's doc
 		l.waits.pushPart(g, i, false)
 		return
 	}

@@ -35,6 +35,7 @@ type part[K comparable, I, O any] struct {
 	err             error
 	dropped         int
 	gone            bool   // caller-owned: not admitted, and answered already
+	unsent          bool   // caller-owned: its shard had ended, so sendParts could not send it
 	wait            uint64 // loop-owned: its number in the shard's wait line (see waitLine), 0 if not there
 
 	c chan struct{} // the loop's word on each message for the part; cap 1, kept when the group is pooled
@@ -148,7 +149,7 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 		}
 		return 0, g.request(0, opAdmitMany)
 	}
-	got, in, left, first := 0, 0, false, 0
+	got, in, first := 0, 0, 0
 	switch {
 	case borrow(f, g, total):
 	case f.waitForRoom: // the shard of part 0 grants the room of all, and lets part 0 in
@@ -172,18 +173,15 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 			}
 		}
 	}
+	if f.waitForRoom { // every part is sent before any is waited for: see sendParts
+		g.sendParts(first)
+	}
+	left := false
 	for i := first; i < len(g.parts); i++ {
 		var err error
-		switch {
-		case left: // ctx ended as a part waited: the parts after it are not sent
-			err = errDropped
-			p := &g.parts[i]
-			giveBack(f, budget{p.n, p.total})
-			p.granted = false
-		case f.waitForRoom: // a part waits its turn in its shard's line
-			err = g.requestWaiting(ctx, i, opAdmitMany)
-			left = err == errDropped
-		default:
+		if f.waitForRoom {
+			err = g.awaitPart(ctx, i)
+		} else {
 			err = g.request(i, opAdmitMany)
 		}
 		if err == nil {
@@ -191,13 +189,15 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 			continue
 		}
 		g.parts[i].gone = true
-		if err == errDropped {
+		dropped := err == errDropped
+		if dropped {
+			left = true
 			err = fmt.Errorf("%w: %w", ctxErr(ctx), ErrDropped)
 		}
 		for k := range g.ws {
 			if w := &g.ws[k]; w.part == int32(i) {
 				g.errs[w.i] = err
-				w.dropped = left // caller-owned here: the loop never let it in
+				w.dropped = dropped // caller-owned here: the loop never let it in
 				got++
 			}
 		}
@@ -209,6 +209,40 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 		return 0, ErrClosed
 	}
 	return got, nil
+}
+
+// sendParts sends opAdmitMany for each of g's parts from first on, with
+// WaitForRoom, before any is waited for (see awaitPart): a granted part that
+// waits its turn in its shard's line lends its room there, so the caller
+// holds no part's room while another part waits. A part whose shard has
+// ended is marked lost, and awaitPart answers ErrClosed for it.
+func (g *group[K, I, O]) sendParts(first int) {
+	for i := first; i < len(g.parts); i++ {
+		p := &g.parts[i]
+		if !p.s.send(msg[K, I, O]{op: opAdmitMany, w: &g.ws[0], part: int32(i)}) {
+			p.err, p.unsent = ErrClosed, true
+		}
+	}
+}
+
+// awaitPart waits for the word on part i of g, sent by sendParts, as
+// requestWaiting does: if ctx ends first, it asks the loop to take the part
+// out of its line and returns errDropped if it did.
+func (g *group[K, I, O]) awaitPart(ctx context.Context, i int) error {
+	p := &g.parts[i]
+	if p.unsent {
+		return ErrClosed
+	}
+	_, err := await(p.s, p.c, ctx.Done())
+	if err == errCancelled {
+		p.s.send(msg[K, I, O]{op: opLeave, w: &g.ws[0], part: int32(i)})
+		_, err = await(p.s, p.c, nil)
+	}
+	if err != nil {
+		g.lost = true // the loop's last read may yet answer it
+		return ErrClosed
+	}
+	return p.err
 }
 
 // request sends o for part i of g to its shard's loop and waits for the loop's
@@ -231,20 +265,10 @@ func (g *group[K, I, O]) request(i int, o op) error {
 // the line (opLeave) and returns errDropped if it did; else the part's word
 // came first, and it is its answer.
 func (g *group[K, I, O]) requestWaiting(ctx context.Context, i int, o op) error {
-	p := &g.parts[i]
-	if !p.s.send(msg[K, I, O]{op: o, w: &g.ws[0], part: int32(i)}) {
+	if !g.parts[i].s.send(msg[K, I, O]{op: o, w: &g.ws[0], part: int32(i)}) {
 		return ErrClosed
 	}
-	_, err := await(p.s, p.c, ctx.Done())
-	if err == errCancelled {
-		p.s.send(msg[K, I, O]{op: opLeave, w: &g.ws[0], part: int32(i)})
-		_, err = await(p.s, p.c, nil)
-	}
-	if err != nil {
-		g.lost = true // the loop's last read may yet answer it
-		return ErrClosed
-	}
-	return p.err
+	return g.awaitPart(ctx, i)
 }
 
 // giveBack gives b, room a DoMany's caller took from spare and will not

@@ -519,3 +519,70 @@ func TestWaitForRoomBorrowKeepsItsPlace(t *testing.T) {
 		assert.Equal(t, []int{4, 6}, b0)
 	})
 }
+
+// A DoMany's part whose room came with it lends that room to its shard as it
+// joins a line that is not empty, and waits for room in its turn as any part
+// does. Kept aside, that room deadlocked (found by model/wait.pml): with
+// MaxQueued 2, the DoMany takes both inputs' room, a Do reaches shard 0
+// before the DoMany's part there and waits for room, the part waits behind
+// it with its room aside, and nothing frees room. Here b0's held call keeps
+// part 1's input in its lane. Mutation: admitPart keeping a granted part's
+// room aside as it waits (c and part 0 still wait).
+func TestWaitForRoomGrantedPartLendsItsRoom(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 2, WaitForRoom: true}, true)
+		defer h.f.Close()
+		ctx := context.Background()
+		a, b := keysIn(h, 0, 2), keysIn(h, 1, 1)
+		x := h.do(ctx, in{Key: b[0], ID: 9}) // b0's call, held: b0's next input waits in its lane
+		synctest.Wait()
+		resume := stop(h, 0)
+		c := h.do(ctx, in{Key: a[1], ID: 3}) // first in shard 0's channel
+		synctest.Wait()
+		many := make(chan error, 1)
+		go func() {
+			_, err := h.f.DoMany(ctx, []in{{Key: a[0], ID: 1}, {Key: b[0], ID: 2}})
+			many <- err
+		}()
+		synctest.Wait()
+		resume()
+		assert.Zero(t, h.f.Stats().Waiting, "c and the DoMany's part 0 let in")
+		for range 4 { // x, c, part 0, then part 1 after x
+			h.hold <- struct{}{}
+			synctest.Wait()
+		}
+		assert.NoError(t, <-many)
+		assert.Equal(t, answer{30, nil}, got(t, c))
+		assert.Equal(t, answer{90, nil}, got(t, x))
+	})
+}
+
+// The DoMany's caller sends every part before it waits for any, so that no
+// part's room stays with it while another part waits: with MaxQueuedWeight
+// 2, the DoMany takes both inputs' weight, a Do of weight 2 reaches shard 0
+// first and waits; part 0 lends its 1, which is not enough; part 1's 1 must
+// reach the pool too, through its own shard, for the Do to go in, and then
+// part 0. Mutation: group.admit sending the parts one at a time (part 1's
+// weight stays with the caller, which waits for part 0's word: the bubble
+// deadlocks).
+func TestWaitForRoomDoManySendsEveryPart(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueuedWeight: 2, WaitForRoom: true}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		a, b := keysIn(h, 0, 2), keysIn(h, 1, 1)
+		resume := stop(h, 0)
+		c := h.do(ctx, in{Key: a[1], ID: 3, W: 2}) // first in shard 0's channel
+		synctest.Wait()
+		many := make(chan error, 1)
+		go func() {
+			_, err := h.f.DoMany(ctx, []in{{Key: a[0], ID: 1, W: 1}, {Key: b[0], ID: 2, W: 1}})
+			many <- err
+		}()
+		synctest.Wait()
+		resume()
+		assert.NoError(t, <-many)
+		assert.Equal(t, answer{30, nil}, got(t, c))
+		assert.Zero(t, h.f.Stats().Waiting)
+	})
+}
