@@ -61,7 +61,8 @@
  * Properties (assertions, invalid end states; ltl live under weak
  * fairness): the room is conserved: the pool's free room, what its
  * reservations hold, the shards' cores and the room granted to DoMany
- * parts and not yet taken in by a loop sum to W at every step (ROOMOK);
+ * parts and not yet taken in by a loop sum to W at every use of the pool
+ * (ROOMOK);
  * what waits in a shard's lanes never passes its core's room; a shard that
  * says it has a reservation (reserved) has one, and a shard has one at
  * most; FIFO within a shard: only the front of a line leaves it to be let
@@ -72,7 +73,8 @@
  * not (out); a DoMany is let in all or none, but for a part whose ctx
  * ended or whose shard closed; every caller is answered (no invalid end
  * state) and at the end no reservation is left, the whole room is free,
- * no room is granted, nothing waits and no word is left unread.
+ * no room is granted, nothing waits and no word is left unread (but a
+ * stray errKept in a Do's w.c, which Go does not pool either).
  */
 
 #define NS 2
