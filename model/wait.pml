@@ -44,19 +44,20 @@
  *            (default 2) in shard 0 (key 2); caller 3 one of weight 2 in
  *            shard 1 (key 3): reservations whose needs change as an
  *            admission leaves (pool.fill's taking from later ones)
- *   BUG=1    W 2, weights 1: caller 0 a Do in shard 0, caller 1 a DoMany
- *            over both shards: the code deadlocks (see README.md)
+ *   BUG=1    W 2: caller 0 a Do of weight G (default 1) in shard 0,
+ *            caller 1 a DoMany of weights 1 and 1 over both shards: the
+ *            code before b1092b1 deadlocked (see README.md)
  *   BUG=2    W 2: caller 0 a Do of weight 2 in shard 0, in its lane (PRE);
  *            caller 1 a DoMany of weights 1 and 1; caller 2 a Do of
- *            weight G (default 2) in shard 1: the code deadlocks
+ *            weight G (default 2) in shard 1: the code before b1092b1
+ *            deadlocked
  * and
  *   SUB      bit c: caller c (a Do) is a Submit
  *   CANCEL   bit c: caller c's ctx may end (default none)
  *   PRE      bit c: caller c's input is in its lane as the run starts
  *   CALLERS  bit c: caller c runs (default all)
  *   CLOSER=1 a closer calls Close at any time
- *   MUT_*    one mutation each; FIX_LEND a candidate fix of the deadlock,
- *            not the code; see README.md
+ *   MUT_*    one mutation each; see README.md
  *
  * Properties (assertions, invalid end states; ltl live under weak
  * fairness): the room is conserved: the pool's free room, what its
@@ -132,6 +133,9 @@
 #endif
 #elif defined(BUG) && BUG == 1
 #define W 2
+#ifndef G
+#define G 1
+#endif
 #define NCALL 2
 #define NIN 3
 #define NK 3
@@ -534,11 +538,11 @@ inline admitPart(p) {
 #if defined(MUT_GRANTED_JUMPS)
 	:: !closed[i] && nl[i] > 0 && !pgrant[p] -> push(EPART(p))
 	:: closed[i] || nl[i] == 0 || pgrant[p] ->  /* MUTATION: a granted part goes in */
-#elif defined(FIX_LEND)
-	:: !closed[i] && nl[i] > 0 -> takeRoomOf(p); push(EPART(p))   /* FIX: its room lent while it waits */
+#elif defined(MUT_PART_ASIDE)
+	:: !closed[i] && nl[i] > 0 -> push(EPART(p))  /* MUTATION: its room aside while it waits */
 	:: closed[i] || nl[i] == 0 ->
 #else
-	:: !closed[i] && nl[i] > 0 -> push(EPART(p))
+	:: !closed[i] && nl[i] > 0 -> takeRoomOf(p); push(EPART(p))   /* its room lent while it waits */
 	:: closed[i] || nl[i] == 0 ->
 #endif
 		takeRoomOf(p);
@@ -949,10 +953,10 @@ proctype many(byte c) {
 	};
 	if
 	:: bw -> requestWaiting(2*c, BWAIT)
-#ifndef FIX_LEND
-	:: !bw -> skip
+#ifdef MUT_PARTS_IN_TURN
+	:: !bw -> skip                               /* MUTATION: the parts sent in turn, below */
 #else
-	:: !bw ->                                    /* FIX: every part sent at once */
+	:: !bw ->                                    /* sendParts: every part sent at once */
 		atomic { perr[2*c] = 0; assert(nfull(inc[ish[PIN(2*c)]])); inc[ish[PIN(2*c)]]!AMANY, 2*c };
 		atomic { perr[2*c + 1] = 0; assert(nfull(inc[ish[PIN(2*c + 1)]])); inc[ish[PIN(2*c + 1)]]!AMANY, 2*c + 1 };
 		awaitPart(2*c); left = 0; awaitPart(2*c + 1); left = 0
@@ -1011,7 +1015,7 @@ init {
 		input(1, 0, 0, 1, 1); input(2, 1, 1, 1, 1); caller(1, KMANY, 1);
 		input(3, 0, 0, 1, 2); caller(2, KDO, 3);   /* part 0's key */
 #elif BUG == 1
-		input(0, 0, 0, 1, 0); caller(0, KDO, 0);
+		input(0, 0, 0, G, 0); caller(0, KDO, 0);
 		input(1, 0, 1, 1, 1); input(2, 1, 2, 1, 1); caller(1, KMANY, 1);
 #elif BUG == 2
 		input(0, 0, 0, 2, 0); caller(0, KDO, 0);   /* fills the room */
