@@ -7,8 +7,8 @@
  * (pool.give, reserve, claim, cancel, fill with its pokes, borrow), a
  * shard's side of it (share.borrowRoom, roomFor, giveBackRoom), and the
  * callers: Do and Submit of one input, DoMany of one input in each shard
- * (borrow, else opBorrowWait, then the parts in turn), whose ctx may end
- * as they wait (opDrop, opLeave), and Close. Nothing else of the ferry is
+ * (borrow, then every part sent at once; else opBorrowWait, then part 1),
+ * whose ctx may end as they wait (opDrop, opLeave), and Close. Nothing else of the ferry is
  * here: see ferry.pml for one loop's protocol, room.pml for the room shared
  * without WaitForRoom, and README.md.
  *
@@ -936,7 +936,8 @@ inline giveBack(p) {
 
 /* DoMany of inputs cx[c] (part 2c, in shard ish[cx[c]]) and cx[c] + 1
  * (part 2c + 1, the other shard): borrow, else the borrow waits in part
- * 0's shard (opBorrowWait); then the parts in turn; then the answers */
+ * 0's shard (opBorrowWait); then the parts (after a borrow every part is
+ * sent before any word is awaited, sendParts); then the answers */
 proctype many(byte c) {
 	byte j, in, err, got, dd, fa, fb, ri;
 	bit ok, was, left, ended, bw;
