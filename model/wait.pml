@@ -8,9 +8,9 @@
  * shard's side of it (share.borrowRoom, roomFor, giveBackRoom), and the
  * callers: Do and Submit of one input, DoMany of one input in each shard
  * (borrow, then every part sent at once; else opBorrowWait, then part 1),
- * whose ctx may end as they wait (opDrop, opLeave), and Close. Nothing else of the ferry is
- * here: see ferry.pml for one loop's protocol, room.pml for the room shared
- * without WaitForRoom, and README.md.
+ * whose ctx may end as they wait (opDrop, opLeave), and Close. Nothing
+ * else of the ferry is here: see ferry.pml for one loop's protocol,
+ * room.pml for the room shared without WaitForRoom, and README.md.
  *
  * Processes and the Go code they stand for:
  *   loop    loop.run (its select: inc, the alarm, the poke while reserved),
