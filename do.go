@@ -1,9 +1,6 @@
 package ferry
 
-import (
-	"context"
-	"fmt"
-)
+import "context"
 
 // This file is Do: one input, one answer on the waiter's own channel. It runs
 // on the caller's goroutine.
@@ -41,7 +38,7 @@ func doInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in 
 		return zero, ErrClosed // w is not pooled: the loop's last read may yet answer it
 	default:
 		if abandon(s, w) {
-			return zero, fmt.Errorf("%w: %w", ctxErr(ctx), ErrDropped)
+			return zero, dropErr(ctx)
 		}
 		return zero, ctxErr(ctx)
 	}

@@ -110,3 +110,7 @@ func ctxErr(ctx context.Context) error {
 	}
 	return err
 }
+
+// dropErr is the error of an input dropped before any call took it as ctx
+// ended: ctx's error (see ctxErr), matching ErrDropped too.
+func dropErr(ctx context.Context) error { return fmt.Errorf("%w: %w", ctxErr(ctx), ErrDropped) }

@@ -776,7 +776,7 @@ func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
 // as holding it aside would deadlock (an admission before it in the line
 // may need that very room; found by model/wait.pml).
 func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
-	if o == opAdmitMany && l.f.waitForRoom && l.waits.len() > 0 && l.admits() && !l.neverFits(&g.parts[i]) {
+	if o == opAdmitMany && l.f.waitForRoom && l.waits.len() > 0 && l.admits() && !g.parts[i].neverFits(l.lim) {
 		l.takeRoomOf(&g.parts[i]) // lent as the wake-up ends: see admitPart's doc
 		l.waits.pushPart(g, i, false)
 		return
@@ -794,7 +794,7 @@ func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Dur
 	p := &g.parts[i]
 	l.takeRoomOf(p)
 	n, total, heaviest, paused := p.n, p.total, p.heaviest, 0
-	never := o == opAdmitMany && l.neverFits(p)
+	never := o == opAdmitMany && p.neverFits(l.lim)
 	if o == opAdmitMany && !never {
 		n, total, heaviest, paused = l.partNeed(g, i)
 	}
@@ -840,16 +840,6 @@ func (l *loop[K, I, O]) takeRoomOf(p *part[K, I, O]) {
 		l.share.addGranted(p.n, p.total)
 		p.granted = false
 	}
-}
-
-// neverFits reports whether no room could ever hold p, all its inputs, a
-// paused key's too, as the DoMany's caller judges it before it splits the
-// inputs by shard (see group.neverFits): more inputs than MaxQueued, or
-// heavier than the room. Such a part is refused whole, though the inputs of
-// paused keys would not take room: a part merged from several shards' holds
-// inputs of keys that are not this shard's.
-func (l *loop[K, I, O]) neverFits(p *part[K, I, O]) bool {
-	return p.n > l.lim.queued || p.total < 0 || p.total > sharedWeight(l.lim)
 }
 
 // partNeed returns the count, the total weight and the heaviest of the

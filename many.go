@@ -25,7 +25,9 @@ type group[K comparable, I, O any] struct {
 
 // part is a group's inputs in one shard, which that shard's loop admits,
 // holds room for and drops; it writes err and dropped before its word on c.
-// It has no methods: its loop-owned fields are written on that shard's loop.
+// Its loop-owned fields are written on that shard's loop; its one method,
+// neverFits, reads what the caller set before it sent any message for the
+// part, on that loop.
 type part[K comparable, I, O any] struct {
 	s               *shard[K, I, O]
 	n               int   // inputs
@@ -39,6 +41,17 @@ type part[K comparable, I, O any] struct {
 	wait            uint64 // loop-owned: its number in the shard's wait line (see waitLine), 0 if not there
 
 	c chan struct{} // the loop's word on each message for the part; cap 1, kept when the group is pooled
+}
+
+// neverFits reports whether no room within lim could ever hold p, all its
+// inputs, a paused key's too, as the DoMany's caller judges it before it
+// splits the inputs by shard (see group.neverFits): more inputs than
+// MaxQueued, or heavier than the room (its heaviest is within its total).
+// Such a part is refused whole, though the inputs of paused keys would not
+// take room: a part merged from several shards' holds inputs of keys that
+// are not its shard's.
+func (p *part[K, I, O]) neverFits(lim limits) bool {
+	return p.n > lim.queued || p.total < 0 || p.total > sharedWeight(lim)
 }
 
 // doInputs is Ferry.DoMany.
@@ -192,7 +205,7 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 		dropped := err == errDropped
 		if dropped {
 			left = true
-			err = fmt.Errorf("%w: %w", ctxErr(ctx), ErrDropped)
+			err = dropErr(ctx)
 		}
 		for k := range g.ws {
 			if w := &g.ws[k]; w.part == int32(i) {
@@ -282,7 +295,7 @@ func giveBack[K comparable, I, O any](f *Ferry[K, I, O], b budget) {
 // dropped is the error of a DoMany whose ctx ended while it waited for
 // room: each input's is ctx's error and ErrDropped, as none was admitted.
 func (g *group[K, I, O]) dropped(ctx context.Context) error {
-	err := fmt.Errorf("%w: %w", ctxErr(ctx), ErrDropped)
+	err := dropErr(ctx)
 	errs := make(Errors, len(g.ws))
 	for i := range errs {
 		errs[i] = err

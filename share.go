@@ -13,12 +13,15 @@ import (
 // (MaxInFlightBatches, see share.takeSlot). What is not per key becomes per
 // shard: fairness (the ready line, and the wait for a free slot).
 
-// budget is an amount of room: inputs and their weight. It has no methods:
-// whoever holds it, out of a room, changes it.
+// budget is an amount of room: inputs and their weight. Whoever holds it,
+// out of a room, changes it; its one method only reads it, on any goroutine.
 type budget struct {
 	n int
 	w int64
 }
+
+// holds reports whether b is at least need, in inputs and in weight.
+func (b budget) holds(need budget) bool { return b.n >= need.n && b.w >= need.w }
 
 // room is the room that no shard of a ferry holds: a channel of one pool.
 // Whoever takes it (a loop, or a DoMany's caller: see borrow) changes the
@@ -164,7 +167,7 @@ func move(from, to *budget, need budget) {
 }
 
 // full reports whether r holds all it needs.
-func full(r *reservation) bool { return r.got.n >= r.need.n && r.got.w >= r.need.w }
+func full(r *reservation) bool { return r.got.holds(r.need) }
 
 // find is the index of poke's reservation, or -1.
 func (p *pool) find(poke chan struct{}) int {
@@ -319,7 +322,7 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
 			p := &m.w.g.parts[m.part]
 			switch {
 			case p.held, p.granted:
-			case p.n > sh.lim.queued || p.total < 0 || p.total > whole: // never fits: heaviest <= total
+			case p.neverFits(sh.lim):
 			case m.op == opAdmitMany && sh.paused.count() > 0: // a hold holds for them all
 				need = sh.unpaused(need, m.w.g, m.part)
 			default:
@@ -459,7 +462,7 @@ func (sh *share[K, I, O]) giveBackRoom() {
 func (sh *share[K, I, O]) roomFor(b budget) bool {
 	fn, fw := sh.st.spare()
 	if sh.spare == nil || b == (budget{}) {
-		return fn >= b.n && fw >= b.w
+		return budget{fn, fw}.holds(b)
 	}
 	sh.st.grow(-fn, -fw)
 	p := sh.spare.take()
@@ -469,7 +472,7 @@ func (sh *share[K, I, O]) roomFor(b budget) bool {
 	got := p.claim(sh.poke)
 	sh.spare.put(p)
 	sh.st.grow(got.n, got.w)
-	return got.n >= b.n && got.w >= b.w
+	return got.holds(b)
 }
 
 // addGranted adds n inputs weighing w to the shard's room: room a DoMany's
@@ -664,7 +667,7 @@ func (x later[K, I, O]) send() {
 // holding it shard by shard: one of them borrows, whatever the weights.
 func borrow[K comparable, I, O any](f *Ferry[K, I, O], g *group[K, I, O], total int64) bool {
 	p := f.spare.take()
-	if p.free.n < len(g.ws) || p.free.w < total {
+	if !p.free.holds(budget{len(g.ws), total}) {
 		f.spare.put(p)
 		return false
 	}

@@ -1,9 +1,6 @@
 package ferry
 
-import (
-	"context"
-	"fmt"
-)
+import "context"
 
 // This file is Submit: one input, admitted on the caller's goroutine and
 // answered through done, off the loop. Its ctx bounds the admission alone:
@@ -53,7 +50,7 @@ func submitInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O],
 	case errAdmitted:
 		return nil
 	case errDropped:
-		r.err = fmt.Errorf("%w: %w", ctxErr(ctx), ErrDropped)
+		r.err = dropErr(ctx)
 	}
 	f.pools.putSub(w)
 	return r.err
