@@ -671,6 +671,7 @@ var coresImpls = []struct {
 	{"ferry", newFerry},
 	{"ferry-4perP", newFerryPerP},
 	{"ferry-1shard", newFerryOneShard},
+	{"ferry-noctx", newFerryNoCtx},
 	{"dataloadgen", newDataloadgen},
 }
 
@@ -685,6 +686,20 @@ func newFerryPerP(s setup) impl {
 // newFerryOneShard is ferry's defaults but for Shards 1: one loop, whatever
 // GOMAXPROCS is.
 func newFerryOneShard(s setup) impl { return newFerryShards(s, 1) }
+
+// newFerryNoCtx is ferry's defaults with every Do given
+// context.Background() in place of its caller's context: a context whose
+// Done is nil, so that Do waits on its reply alone, with no select, as
+// dataloadgen's Load waits on its batch whatever its context. Its callers
+// cannot give up (the bench never cancels a context in the window): it
+// measures what watching the caller's context costs ferry's Do, not a way to
+// call it.
+func newFerryNoCtx(s setup) impl {
+	x := newFerry(s)
+	do := x.do
+	x.do = func(_ context.Context, in int) (int, error) { return do(context.Background(), in) }
+	return x
+}
 
 // newFloorPerP is the channel floor with one goroutine per processor, each
 // with its own channel, as ferry's shards each have their loop: an input
@@ -721,8 +736,9 @@ func newFloorPerP(s setup) impl {
 // headline's), 256x16 (4,096) and 1024x64 (65,536), closed-loop callers each
 // fixed to one key through the echo call, as in BenchmarkScale. Besides
 // ferry's defaults it runs ferry with 4 workers per processor (so one shard
-// per processor) and with one shard, dataloadgen, and the channel floor with
-// one goroutine and with one per processor. The window is at least one turn
+// per processor), with one shard, and with its callers' contexts left out
+// (ferry-noctx: what watching them costs), dataloadgen, and the channel floor
+// with one goroutine and with one per processor. The window is at least one turn
 // of every caller, so give -benchtime a multiple of the callers. It reports
 // rejected/op as BenchmarkScale does. With -short only 16x64 runs.
 func BenchmarkCores(b *testing.B) {

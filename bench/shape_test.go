@@ -19,7 +19,10 @@ import (
 //     server closes once it has written every answer (dataloadgen's);
 //
 // each with the caller waiting on its channel alone (-noctx), or in a
-// select with its context's Done as ferry's Do must. The close shape is
+// select with the Done of its own context as ferry's Do must (one context
+// per caller, as a server's requests and BenchmarkCores's callers have: a
+// context shared by every caller would add contention on its channel that
+// Do's callers do not have). The close shape is
 // given its batch's channel for nothing here (the batches are numbered, and
 // their channels made ahead): a ferry caller learns its batch only at take,
 // after it parked, so it would need a word from the loop first, a second
@@ -56,6 +59,8 @@ func wake(b *testing.B, batch int, shape string) {
 	withCtx := shape == "send" || shape == "close"
 	byClose := shape == "close" || shape == "close-noctx"
 	for i := range batch {
+		ctx, cancel := context.WithCancel(ctx) // its own, as each Do's caller has
+		defer cancel()
 		go func() {
 			own := make(chan int, 1)
 			for r := range rounds {
