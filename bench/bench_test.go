@@ -738,9 +738,9 @@ func newFloorPerP(s setup) impl {
 // ferry's defaults it runs ferry with 4 workers per processor (so one shard
 // per processor), with one shard, and with its callers' contexts left out
 // (ferry-noctx: what watching them costs), dataloadgen, and the channel floor
-// with one goroutine and with one per processor. The window is at least one turn
-// of every caller, so give -benchtime a multiple of the callers. It reports
-// rejected/op as BenchmarkScale does. With -short only 16x64 runs.
+// with one goroutine and with one per processor. The window is at least one
+// turn of every caller, so give -benchtime a multiple of the callers. It
+// reports rejected/op as BenchmarkScale does. With -short only 16x64 runs.
 func BenchmarkCores(b *testing.B) {
 	for _, w := range []struct{ keys, per int }{{16, 64}, {256, 16}, {1024, 64}} {
 		if testing.Short() && w.keys != 16 {

@@ -22,11 +22,11 @@ import (
 // select with the Done of its own context as ferry's Do must (one context
 // per caller, as a server's requests and BenchmarkCores's callers have: a
 // context shared by every caller would add contention on its channel that
-// Do's callers do not have). The close shape is
-// given its batch's channel for nothing here (the batches are numbered, and
-// their channels made ahead): a ferry caller learns its batch only at take,
-// after it parked, so it would need a word from the loop first, a second
-// park per input; that is not in these figures, which are close's best.
+// Do's callers do not have). The close shape is given its batch's channel
+// for nothing here (the batches are numbered, and their channels made
+// ahead): a ferry caller learns its batch only at take, after it parked, so
+// it would need a word from the loop first, a second park per input; that is
+// not in these figures, which are close's best.
 func BenchmarkWake(b *testing.B) {
 	for _, batch := range []int{8, 64} {
 		for _, shape := range []string{"send", "send-noctx", "close", "close-noctx"} {
