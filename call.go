@@ -252,3 +252,22 @@ func inUserCode(calls bool) bool {
 		}
 	}
 }
+
+// failedForGood is, with PauseOnError, the failure that pauses the key of a
+// call that ended with errs and all (see verdict), after its retries, while
+// its context ctx held: nil if no input failed, or if ctx ended (Close, the
+// direct call's caller or CancelAbandoned ended it: no fault of the key).
+func failedForGood[K comparable, I, O any](f *Ferry[K, I, O], ctx context.Context, errs Errors, all error) error {
+	if !f.pauseOnError || ctx.Err() != nil {
+		return nil
+	}
+	if all != nil {
+		return all
+	}
+	for _, err := range errs {
+		if err != nil {
+			return errs
+		}
+	}
+	return nil
+}

@@ -11,28 +11,13 @@ import (
 // run direct calls. All of them talk to the loop through one channel, s.inc,
 // so that its order is the order of events: a worker's release is sent before
 // it answers its callers, so it cannot be overtaken by their next Do.
-
-// inFlight is the ticket of an input in batch n, taken by worker id, with
-// CancelAbandoned: once taken an input's ticket is the loop's, and this one
-// names no waiting input, as seqs never reach 1<<63.
-func inFlight(id int, n uint64) ticket { return ticket{rank: int64(id), seq: 1<<63 | n} }
-
-// directCall is a direct call in flight: its claim's number and, once it
-// runs, how to cancel it; with OnBatch, its place among its key's
-// completions (see completing). It has no methods; the loop owns it.
-type directCall struct {
-	n          uint64
-	cancel     context.CancelCauseFunc
-	after, fin chan struct{}
-}
-
-// reported is a direct call released whose OnBatch runs: its claim's number,
-// its key and its fin (see completing). It has no methods; the loop owns it.
-type reported[K comparable] struct {
-	n   uint64
-	key K
-	fin chan struct{}
-}
+//
+// loop.go holds the loop's struct, its wake-up (run, receive), its dispatch
+// table (handle), admission, drops, release, dispatch and close. The loop's
+// handlers for a feature live beside that feature's pure type: wait.go
+// (waiting for room), pause.go (paused keys), rounds.go (Flush), parts.go (a
+// DoMany's parts), direct.go (direct calls and the order of completions) and
+// abandoned.go (callers who gave up on a batch in flight).
 
 // loop is the state owned by the loop goroutine. loop: its methods run on
 // the shard's loop goroutine, and on no other.
@@ -279,17 +264,7 @@ func (l *loop[K, I, O]) letIn(w *waiter[K, I, O], now time.Duration) bool {
 			w.c <- result[O]{err: errAdmitted}
 		}
 	case claimed:
-		l.tally.DirectCalls++
-		l.claims++
-		d := directCall{n: l.claims}
-		if l.f.onBatch != nil { // its OnBatch comes after the key's last completions
-			d.after, d.fin = l.completing[w.key], make(chan struct{})
-			l.completing[w.key] = d.fin
-			w.after, w.fin = d.after, d.fin
-		}
-		l.directs[w.key] = d
-		l.dpeak = max(l.dpeak, len(l.directs))
-		w.c <- result[O]{err: errClaimed}
+		l.claim(w)
 	case rejectedFull:
 		if l.f.waitForRoom {
 			return false
@@ -299,152 +274,6 @@ func (l *loop[K, I, O]) letIn(w *waiter[K, I, O], now time.Duration) bool {
 		w.c <- result[O]{err: l.reject(o, 1, w.weight, w.weight, 1)}
 	}
 	return true
-}
-
-// refusesAtOnce reports whether w is refused without room, with
-// WaitForRoom too: its key is paused, or no room could ever hold it.
-func (l *loop[K, I, O]) refusesAtOnce(w *waiter[K, I, O]) bool {
-	_, paused := l.paused.of(w.key)
-	return paused || w.weight > sharedWeight(l.lim)
-}
-
-// wait puts w at the back of the wait line.
-func (l *loop[K, I, O]) wait(w *waiter[K, I, O]) {
-	l.waits.push(w)
-	if w.done != nil {
-		if l.waitSubs == nil {
-			l.waitSubs = make(map[chan result[O]]*waiter[K, I, O])
-		}
-		l.waitSubs[w.c] = w
-		l.wpeak = max(l.wpeak, len(l.waitSubs))
-	}
-}
-
-// unwaitSub forgets w, a Submit's input out of the wait line.
-func (l *loop[K, I, O]) unwaitSub(w *waiter[K, I, O]) {
-	delete(l.waitSubs, w.c)
-	l.waitSubs = shrink(l.waitSubs, &l.wpeak)
-}
-
-// admitWaiting lets in the admissions waiting for room, first come first
-// in, while the room holds the first (see share.roomFor, which reserves
-// what it lacks on the shared room), and tells the share whether any waits
-// still.
-func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
-	l.share.wants = false
-	for l.admits() {
-		e, ok := l.waits.front()
-		if !ok {
-			break
-		}
-		need := l.needOf(e)
-		if !l.share.roomFor(need) {
-			l.share.wants = true
-			break
-		}
-		l.waits.pop()
-		switch {
-		case e.w != nil:
-			if e.w.done != nil {
-				l.unwaitSub(e.w)
-			}
-			l.letIn(e.w, now)
-		case e.borrow:
-			l.grant(e.g, e.part, need, now)
-		default:
-			l.letInPart(e.g, e.part, opAdmitMany, now)
-		}
-	}
-}
-
-// needOf is the room e takes as it is let in: none for a Do that claims its
-// key or an input of a paused key, which is refused.
-func (l *loop[K, I, O]) needOf(e waitEntry[K, I, O]) budget {
-	switch {
-	case e.w == nil && e.borrow:
-		total := int64(0)
-		for _, p := range e.g.parts {
-			total = addWeight(total, p.total)
-		}
-		return budget{len(e.g.ws), total}
-	case e.w == nil:
-		n, total, _, _ := l.partNeed(e.g, e.part)
-		return budget{n, total}
-	}
-	w := e.w
-	if _, ok := l.paused.of(w.key); ok {
-		return budget{}
-	}
-	if w.done == nil && l.lim.direct && l.lim.delay == 0 && l.st.lanes[w.key] == nil {
-		return budget{} // it claims the key
-	}
-	return budget{1, w.weight}
-}
-
-// grant gives a DoMany over several shards, waiting at the front of the
-// line, the room of all its inputs, need, out of this shard's: each part is
-// granted, and its shard adds the part's share to its own as it lets the
-// part in (see borrow). Its part here, i, goes in now, in the DoMany's turn,
-// before what waits behind it: the part's word says so. The other parts
-// wait their turn in their shards' lines, where they come later.
-func (l *loop[K, I, O]) grant(g *group[K, I, O], i int32, need budget, now time.Duration) {
-	l.st.grow(-need.n, -need.w)
-	for j := range g.parts {
-		g.parts[j].granted = true
-	}
-	l.letInPart(g, i, opAdmitMany, now)
-}
-
-// borrowWait puts the room of all of g's inputs, a DoMany over several
-// shards that spare could not grant, at the back of the line (see grant);
-// at close it refuses it.
-func (l *loop[K, I, O]) borrowWait(g *group[K, I, O], i int32) {
-	if !l.admits() {
-		g.parts[i].err = ErrClosed
-		l.share.replyAfterLend(later[K, I, O]{p: &g.parts[i]})
-		return
-	}
-	l.waits.pushPart(g, i, true)
-}
-
-// leave takes a Submit's input or a DoMany's part (or its borrow) out of
-// the wait line, whose caller's ctx ended, and says so on its channel
-// (errDropped); if it is not there its word was sent already, and leave does
-// nothing. The Submit is named by its word's channel, m.w.c: m.w is a waiter
-// made for the message, as the Submit's own may be a worker's by now.
-func (l *loop[K, I, O]) leave(m msg[K, I, O]) {
-	if g := m.w.g; g != nil {
-		if l.waits.leavePart(g, m.part) {
-			l.takeRoomOf(&g.parts[m.part]) // lent back as the wake-up ends
-			g.parts[m.part].err = errDropped
-			l.share.replyAfterLend(later[K, I, O]{p: &g.parts[m.part]})
-		}
-		return
-	}
-	if w, ok := l.waitSubs[m.w.c]; ok {
-		l.unwaitSub(w)
-		l.waits.leave(w)
-		w.c <- result[O]{err: errDropped}
-	}
-}
-
-// answerWaiting answers the admissions e out of the line with err: a Do's
-// and a Submit's on their channel, a DoMany's part on its own.
-func (l *loop[K, I, O]) answerWaiting(es []waitEntry[K, I, O], err error) {
-	for _, e := range es {
-		switch {
-		case e.w != nil:
-			if e.w.done != nil {
-				l.unwaitSub(e.w)
-			}
-			e.w.c <- result[O]{err: err}
-		default:
-			p := &e.g.parts[e.part]
-			l.takeRoomOf(p)
-			p.err = err
-			p.c <- struct{}{}
-		}
-	}
 }
 
 // admits reports whether the room admits inputs: it is neither closed nor
@@ -473,38 +302,6 @@ func (l *loop[K, I, O]) drop(w *waiter[K, I, O], now time.Duration) {
 	}
 }
 
-// dropPart drops what still waits of part i of g, whose DoMany's caller gave
-// up, marks those inputs dropped and counts them in the part; it counts the
-// caller out of the batches that hold the others.
-func (l *loop[K, I, O]) dropPart(g *group[K, I, O], i int32, now time.Duration) {
-	p := &g.parts[i]
-	p.dropped = 0
-	for j := range g.ws {
-		switch w := &g.ws[j]; {
-		case w.part != i:
-		case l.dropOne(w, now):
-			p.dropped++
-			w.dropped = true
-			l.rounds.countIf(w.tk.seq <= l.rounds.seq())
-		default:
-			l.gaveUp(w)
-		}
-	}
-	l.share.replyAfterLend(later[K, I, O]{p: p})
-}
-
-// directStarted records how to cancel key's direct call, which runs now, or
-// cancels it at once if the ferry is closing.
-func (l *loop[K, I, O]) directStarted(key K, cancel context.CancelCauseFunc) {
-	if l.closing {
-		go cancel(ErrClosed) // see close
-		return
-	}
-	d := l.directs[key]
-	d.cancel = cancel
-	l.directs[key] = d
-}
-
 // release frees m.key, whose call is over: a worker's (its context is freed)
 // or a direct call's (see endDirect); then pauses the key if the call failed
 // for good, with PauseOnError.
@@ -523,161 +320,12 @@ func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	}
 }
 
-// endDirect forgets m.key's direct call, released, or keeps it until its
-// OnBatch is reported (m.w set).
-func (l *loop[K, I, O]) endDirect(m msg[K, I, O]) {
-	d := l.directs[m.key]
-	delete(l.directs, m.key)
-	l.directs = shrink(l.directs, &l.dpeak)
-	if m.w != nil { // its OnBatch runs now: a Flush and the end wait for its report
-		l.reports[m.w] = reported[K]{d.n, m.key, d.fin}
-		l.rpeak = max(l.rpeak, len(l.reports))
-		return
-	}
-	if d.fin != nil { // no OnBatch after all (Goexit, or abandoned): see endClaim
-		l.endClaim(m.key, d)
-	}
-	l.rounds.countIf(l.rounds.claimed(d.n))
-}
-
-// endClaim gives back the place among key's completions that direct call d
-// took at its claim and will not use, as it ends with no OnBatch: the key's
-// next completions wait for its earlier ones, and d.fin, which close's
-// notifier may wait on already, is closed once those are over, now if there
-// are none, else on a goroutine of its own (chainFin), which the loop
-// waits for.
-func (l *loop[K, I, O]) endClaim(key K, d directCall) {
-	if l.completing[key] == d.fin {
-		if d.after != nil {
-			l.completing[key] = d.after
-		} else {
-			delete(l.completing, key)
-		}
-	}
-	if d.after == nil {
-		close(d.fin)
-		return
-	}
-	l.chains++
-	go chainFin(l.s, d.after, d.fin)
-}
-
-// pause pauses key, whose call failed for good with failure, and answers
-// the inputs waiting in its lane with the key's error: a Do's and a
-// DoMany's here; the Submits' done from a goroutine of their own
-// (notifyPaused), after the key's completions so far and before its next,
-// which the loop waits for as for a worker. What the inputs owed the Flush
-// round in progress is counted as they are answered: at once, or at the
-// notifier's opNotified.
-func (l *loop[K, I, O]) pause(key K, failure error) {
-	err := l.paused.pause(key, failure)
-	l.refuseWaiting(key, err)
-	l.cleared = l.st.clearLane(key, l.cleared[:0])
-	if len(l.cleared) == 0 {
-		return
-	}
-	l.tally.PausedOut += uint64(len(l.cleared))
-	var subs []*waiter[K, I, O]
-	seq, owes := l.rounds.seq(), 0
-	for _, w := range l.cleared { // before reply: an answered waiter is its caller's
-		switch counted := w.tk.seq <= seq; {
-		case w.done != nil:
-			subs = append(subs, w)
-			if counted {
-				owes++
-			}
-		default:
-			l.rounds.countIf(counted)
-		}
-	}
-	reply(l.cleared, nil, nil, err, nil)
-	clear(l.cleared)
-	if len(subs) == 0 {
-		return
-	}
-	fin := make(chan struct{})
-	after := l.completing[key]
-	l.completing[key] = fin
-	if l.pausing == nil {
-		l.pausing = make(map[chan struct{}]pauseNote[K])
-	}
-	l.pausing[fin] = pauseNote[K]{key: key, owe: l.rounds.owe(owes)}
-	go notifyPaused(l.s, subs, err, after, fin) // done is user code: off the loop
-}
-
-// refuseWaiting answers the inputs of key that wait for room with err, the
-// paused key's, as it would answer them at admission; a DoMany's part waits
-// on, and is answered input by input as it is let in (see partNeed).
-func (l *loop[K, I, O]) refuseWaiting(key K, err error) {
-	if l.waits.len() == 0 {
-		return
-	}
-	l.left = l.left[:0]
-	l.waits.each(func(e waitEntry[K, I, O]) {
-		if e.w != nil && e.w.key == key {
-			l.left = append(l.left, e)
-		}
-	})
-	for _, e := range l.left {
-		l.waits.leave(e.w)
-	}
-	l.answerWaiting(l.left, err)
-	clear(l.left)
-}
-
-// reported forgets the direct call of w, whose OnBatch has returned, and
-// counts it for its Flush round.
-func (l *loop[K, I, O]) reported(w *waiter[K, I, O], panicked bool) {
-	rp := l.reports[w]
-	l.done(rp.key, rp.fin)
-	delete(l.reports, w)
-	l.reports = shrink(l.reports, &l.rpeak)
-	l.rounds.countIf(l.rounds.claimed(rp.n))
-	if panicked {
-		l.tally.OnBatchPanics++
-	}
-}
-
-// notified counts out a goroutine that called Submits' done: close's, or
-// (fin set) a paused key's, whose completions are over and which pays what
-// it owed the Flush round (see pause).
-func (l *loop[K, I, O]) notified(fin chan struct{}) {
-	if fin == nil {
-		l.notify--
-		return
-	}
-	pn := l.pausing[fin]
-	delete(l.pausing, fin)
-	l.rounds.paid(pn.owe)
-	l.done(pn.key, fin)
-}
-
-// flush makes a Flush wait for a round, starting one if none is in progress;
-// at close it answers ErrClosed.
-func (l *loop[K, I, O]) flush(reply context.CancelCauseFunc) {
-	if l.closing {
-		reply(ErrClosed)
-		return
-	}
-	if l.rounds.wait(reply) {
-		l.startRound()
-	}
-}
-
 // shutdown starts a graceful close, once: see state.shutdown.
 func (l *loop[K, I, O]) shutdown() {
 	if !l.st.closed && !l.st.shuttingDown {
 		l.st.shutdown()
 		l.closeWaits()
 	}
-}
-
-// closeWaits answers every admission waiting for room with ErrClosed, as the
-// room admits nothing any more.
-func (l *loop[K, I, O]) closeWaits() {
-	l.left = l.waits.clear(l.left[:0])
-	l.answerWaiting(l.left, ErrClosed)
-	clear(l.left)
 }
 
 // stamp gives w, as it is admitted, the time of this wake-up as its
@@ -733,159 +381,6 @@ func (l *loop[K, I, O]) reject(o outcome, n int, heaviest, total int64, all int)
 	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, all)
 }
 
-// gaveUp counts down the batch in flight that holds w, whose caller has given
-// up, and cancels its call once no caller is left, with CancelAbandoned. w
-// may be in no batch, or in one that is over.
-func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
-	w.gone = true // not retried: see retryWanted
-	if w.tk.seq < 1<<63 {
-		return // not flying: still waiting, or CancelAbandoned is off
-	}
-	wk := l.share.workers[w.tk.rank]
-	if wk == nil || wk.tag != w.tk.seq {
-		return // its batch is over (and its worker given back)
-	}
-	if wk.live--; wk.live == 0 {
-		wk.cancel(ErrAbandoned) // only the ferry's contexts: no user code
-	}
-}
-
-// retryWanted answers a worker about to retry its batch: of the batch's
-// indexes it asks about, it keeps those whose callers still wait, in order,
-// leaving out the inputs whose callers gave up since the call took them.
-func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
-	batch, a := l.share.workers[m.worker].buf, m.ask
-	n := 0
-	for _, i := range a.idx {
-		if !batch[i].gone {
-			a.idx[n] = i
-			n++
-		}
-	}
-	a.idx = a.idx[:n]
-	a.c <- struct{}{}
-}
-
-// admitPart handles part i of a DoMany: admits all its inputs, in order, or
-// none; or, over several shards, holds room for them first, or lets it go.
-// The room held is let go before the part is admitted or refused. With
-// WaitForRoom a part waits for room, as a Do's input does, behind those
-// waiting, or if the room cannot hold it now (and could). One whose room
-// came with it (granted) waits its turn too, and for its room in its turn:
-// the room it came with goes into the shard's, lent as the wake-up ends,
-// as holding it aside would deadlock (an admission before it in the line
-// may need that very room; found by model/wait.pml).
-func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
-	if o == opAdmitMany && l.f.waitForRoom && l.waits.len() > 0 && l.admits() && !g.parts[i].neverFits(l.lim) {
-		l.takeRoomOf(&g.parts[i]) // lent as the wake-up ends: see admitPart's doc
-		l.waits.pushPart(g, i, false)
-		return
-	}
-	if !l.letInPart(g, i, o, now) {
-		l.waits.pushPart(g, i, false)
-	}
-}
-
-// letInPart does what admitPart does once the part's turn has come. It
-// reports false, and does nothing but take in the room the part held or was
-// granted, if the part is to wait for room (WaitForRoom, opAdmitMany, a
-// room full for it).
-func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Duration) bool {
-	p := &g.parts[i]
-	l.takeRoomOf(p)
-	n, total, heaviest, paused := p.n, p.total, p.heaviest, 0
-	never := o == opAdmitMany && p.neverFits(l.lim)
-	if o == opAdmitMany && !never {
-		n, total, heaviest, paused = l.partNeed(g, i)
-	}
-	switch r := l.st.room(n, total, heaviest); {
-	case o == opUnhold:
-	case r == rejectedFull && o == opAdmitMany && l.f.waitForRoom && !never:
-		return false
-	case r != admitted && (n > 0 || never):
-		p.err = l.reject(r, n, heaviest, total, len(g.ws))
-	case o == opHold:
-		l.st.hold(p.n, p.total)
-		p.held = true
-	default:
-		for j := range g.ws {
-			w := &g.ws[j]
-			if w.part != i {
-				continue
-			}
-			if err, ok := l.paused.of(w.key); ok && paused > 0 {
-				g.errs[w.i] = err
-				continue
-			}
-			l.stamp(w)
-			w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
-		}
-		l.tally.Admitted += uint64(n)
-		if paused > 0 { // answered: the caller reads them once the part's word has come
-			g.count.done(paused)
-		}
-	}
-	l.share.replyAfterLend(later[K, I, O]{p: p}) // room held or granted may have been let go
-	return true
-}
-
-// takeRoomOf adds to the shard's room the room p held or was granted (see
-// borrow), which is the part's to enter with.
-func (l *loop[K, I, O]) takeRoomOf(p *part[K, I, O]) {
-	if p.held {
-		l.st.unhold(p.n, p.total)
-		p.held = false
-	}
-	if p.granted {
-		l.share.addGranted(p.n, p.total)
-		p.granted = false
-	}
-}
-
-// partNeed returns the count, the total weight and the heaviest of the
-// inputs of part i of g that the room is to hold, and how many are paused,
-// whose inputs are answered at once: all of them, unless some keys are
-// paused. A total past MaxInt64 for the whole group stands (see doInputs).
-func (l *loop[K, I, O]) partNeed(g *group[K, I, O], i int32) (n int, total, heaviest int64, paused int) {
-	p := &g.parts[i]
-	if l.paused.count() == 0 || !l.admits() {
-		return p.n, p.total, p.heaviest, 0
-	}
-	for j := range g.ws {
-		w := &g.ws[j]
-		switch _, ok := l.paused.of(w.key); {
-		case w.part != i:
-		case ok:
-			paused++
-		default:
-			n++
-			total = addWeight(total, w.weight)
-			heaviest = max(heaviest, w.weight)
-		}
-	}
-	if p.total < 0 {
-		total = p.total
-	}
-	return n, total, heaviest, paused
-}
-
-// dropOne drops w if it still waits, and counts it.
-func (l *loop[K, I, O]) dropOne(w *waiter[K, I, O], now time.Duration) bool {
-	_, ok := l.st.drop(w.key, w.tk, now)
-	if ok {
-		l.tally.Dropped++
-	}
-	return ok
-}
-
-// done forgets key's completions, over with fin, unless a later batch's are
-// its key's already.
-func (l *loop[K, I, O]) done(key K, fin chan struct{}) {
-	if fin != nil && l.completing[key] == fin {
-		delete(l.completing, key)
-	}
-}
-
 // idleWorker frees worker id, which has answered its batch, and counts what
 // its batch owed the round in progress.
 func (l *loop[K, I, O]) idleWorker(id int) {
@@ -901,54 +396,6 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 		wk.buf = nil
 	}
 	l.share.releaseSlot(id)
-}
-
-// startRound starts a round for the Flushes waiting: every input waiting is due
-// now, and it waits for those, for the direct calls in flight and their
-// OnBatch (their reports: those released already, and those in flight, at
-// their report rather than their release), for Submits' done in flight, and
-// for every worker busy with a batch: its opIdle comes once it
-// has answered the batch, so the round needs no word from an idle worker.
-// No busy worker owes an older round anything: a round ends only once all it
-// was owed has come, and close, which ends one early, starts no other.
-func (l *loop[K, I, O]) startRound() {
-	left := l.st.queued + len(l.directs) + len(l.reports) + l.notify + len(l.pausing)
-	for _, wk := range l.share.workers {
-		if wk != nil && !wk.idle {
-			left++
-		}
-	}
-	l.rounds.start(l.st.seq, l.claims, left)
-	for _, wk := range l.share.workers {
-		if wk != nil && !wk.idle {
-			wk.owe = l.rounds.owe(1)
-		}
-	}
-	for fin, pn := range l.pausing {
-		pn.owe = l.rounds.owe(1)
-		l.pausing[fin] = pn
-	}
-	l.st.flush()
-}
-
-// settle ends the round once it has nothing left, and starts the next. Only
-// messages count a round down, so it runs once a wake-up has handled them,
-// before its dispatch: the next round may have nothing left (it ends at once) or
-// lanes it made due, and a shard may have no worker to ping, whose answer
-// would wake the loop again.
-func (l *loop[K, I, O]) settle() {
-	for {
-		replies, ok := l.rounds.over()
-		if !ok {
-			return
-		}
-		for _, tell := range replies {
-			tell(nil)
-		}
-		if l.rounds.pending() && !l.closing {
-			l.startRound()
-		}
-	}
 }
 
 // dispatch lets in the admissions waiting for room that the room holds, and

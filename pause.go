@@ -1,9 +1,6 @@
 package ferry
 
-import (
-	"context"
-	"fmt"
-)
+import "fmt"
 
 // This file is the paused keys (Config.PauseOnError): a key whose call failed
 // for good is paused by the loop as it handles the call's release, which a
@@ -11,7 +8,8 @@ import (
 // that their next input of the key finds it paused. The key's waiting inputs
 // are answered then, and every later one at its admission, with the error
 // pauses keeps for the key, until Resume. A paused key holds no lane: what
-// it costs is one entry here.
+// it costs is one entry here. The loop's handlers for it (pause, notified)
+// follow pauses; the notifier of a paused key's Submits is worker.go's.
 
 // pauses is a loop's paused keys and the error each answers its inputs
 // with, which matches ErrPaused and the failure that paused the key. It is
@@ -73,37 +71,59 @@ type pauseNote[K comparable] struct {
 	owe owed
 }
 
-// notifyPaused calls the done of the Submits ws, which waited in a paused
-// key's lane, with err, in their order, once the key's earlier completions
-// (after, if not nil) are over; then it closes fin, which the key's next
-// completions wait for, and tells the loop. It runs on a goroutine of its
-// own, for the loop, which waits for it.
-func notifyPaused[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O], err error, after, fin chan struct{}) {
-	if after != nil {
-		<-after
+// pause pauses key, whose call failed for good with failure, and answers
+// the inputs waiting in its lane with the key's error: a Do's and a
+// DoMany's here; the Submits' done from a goroutine of their own
+// (notifyPaused), after the key's completions so far and before its next,
+// which the loop waits for as for a worker. What the inputs owed the Flush
+// round in progress is counted as they are answered: at once, or at the
+// notifier's opNotified.
+func (l *loop[K, I, O]) pause(key K, failure error) {
+	err := l.paused.pause(key, failure)
+	l.refuseWaiting(key, err)
+	l.cleared = l.st.clearLane(key, l.cleared[:0])
+	if len(l.cleared) == 0 {
+		return
 	}
-	for _, w := range ws {
-		callDone(s, w, result[O]{err: err})
-	}
-	close(fin)
-	s.send(msg[K, I, O]{op: opNotified, fin: fin})
-}
-
-// failedForGood is, with PauseOnError, the failure that pauses the key of a
-// call that ended with errs and all (see verdict), after its retries, while
-// its context ctx held: nil if no input failed, or if ctx ended (Close, the
-// direct call's caller or CancelAbandoned ended it: no fault of the key).
-func failedForGood[K comparable, I, O any](f *Ferry[K, I, O], ctx context.Context, errs Errors, all error) error {
-	if !f.pauseOnError || ctx.Err() != nil {
-		return nil
-	}
-	if all != nil {
-		return all
-	}
-	for _, err := range errs {
-		if err != nil {
-			return errs
+	l.tally.PausedOut += uint64(len(l.cleared))
+	var subs []*waiter[K, I, O]
+	seq, owes := l.rounds.seq(), 0
+	for _, w := range l.cleared { // before reply: an answered waiter is its caller's
+		switch counted := w.tk.seq <= seq; {
+		case w.done != nil:
+			subs = append(subs, w)
+			if counted {
+				owes++
+			}
+		default:
+			l.rounds.countIf(counted)
 		}
 	}
-	return nil
+	reply(l.cleared, nil, nil, err, nil)
+	clear(l.cleared)
+	if len(subs) == 0 {
+		return
+	}
+	fin := make(chan struct{})
+	after := l.completing[key]
+	l.completing[key] = fin
+	if l.pausing == nil {
+		l.pausing = make(map[chan struct{}]pauseNote[K])
+	}
+	l.pausing[fin] = pauseNote[K]{key: key, owe: l.rounds.owe(owes)}
+	go notifyPaused(l.s, subs, err, after, fin) // done is user code: off the loop
+}
+
+// notified counts out a goroutine that called Submits' done: close's, or
+// (fin set) a paused key's, whose completions are over and which pays what
+// it owed the Flush round (see pause).
+func (l *loop[K, I, O]) notified(fin chan struct{}) {
+	if fin == nil {
+		l.notify--
+		return
+	}
+	pn := l.pausing[fin]
+	delete(l.pausing, fin)
+	l.rounds.paid(pn.owe)
+	l.done(pn.key, fin)
 }

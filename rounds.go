@@ -5,6 +5,7 @@ import "context"
 // This file is the Flush rounds: what a Flush waits for, counted down by the
 // loop as its messages come. rounds is pure bookkeeping: no channels, no
 // clock, no user code; the replies it hands back are the loop's to call.
+// The loop's handlers for Flush (flush, startRound, settle) follow it.
 
 // round is a Flush in progress: it is over when left, the inputs admitted
 // before it and the calls and answers in flight then, reaches 0. It has no
@@ -111,4 +112,64 @@ func (rs *rounds) abort() []context.CancelCauseFunc {
 	all = append(all, rs.queued...)
 	rs.queued = nil
 	return all
+}
+
+// flush makes a Flush wait for a round, starting one if none is in progress;
+// at close it answers ErrClosed.
+func (l *loop[K, I, O]) flush(reply context.CancelCauseFunc) {
+	if l.closing {
+		reply(ErrClosed)
+		return
+	}
+	if l.rounds.wait(reply) {
+		l.startRound()
+	}
+}
+
+// startRound starts a round for the Flushes waiting: every input waiting is due
+// now, and it waits for those, for the direct calls in flight and their
+// OnBatch (their reports: those released already, and those in flight, at
+// their report rather than their release), for Submits' done in flight, and
+// for every worker busy with a batch: its opIdle comes once it
+// has answered the batch, so the round needs no word from an idle worker.
+// No busy worker owes an older round anything: a round ends only once all it
+// was owed has come, and close, which ends one early, starts no other.
+func (l *loop[K, I, O]) startRound() {
+	left := l.st.queued + len(l.directs) + len(l.reports) + l.notify + len(l.pausing)
+	for _, wk := range l.share.workers {
+		if wk != nil && !wk.idle {
+			left++
+		}
+	}
+	l.rounds.start(l.st.seq, l.claims, left)
+	for _, wk := range l.share.workers {
+		if wk != nil && !wk.idle {
+			wk.owe = l.rounds.owe(1)
+		}
+	}
+	for fin, pn := range l.pausing {
+		pn.owe = l.rounds.owe(1)
+		l.pausing[fin] = pn
+	}
+	l.st.flush()
+}
+
+// settle ends the round once it has nothing left, and starts the next. Only
+// messages count a round down, so it runs once a wake-up has handled them,
+// before its dispatch: the next round may have nothing left (it ends at once) or
+// lanes it made due, and a shard may have no worker to ping, whose answer
+// would wake the loop again.
+func (l *loop[K, I, O]) settle() {
+	for {
+		replies, ok := l.rounds.over()
+		if !ok {
+			return
+		}
+		for _, tell := range replies {
+			tell(nil)
+		}
+		if l.rounds.pending() && !l.closing {
+			l.startRound()
+		}
+	}
 }

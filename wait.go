@@ -1,14 +1,18 @@
 package ferry
 
-import "github.com/google/btree"
+import (
+	"time"
+
+	"github.com/google/btree"
+)
 
 // This file is the line of admissions waiting for room, with
 // Config.WaitForRoom: a Do's or a Submit's input, a DoMany's part, or a
 // DoMany over several shards waiting for the room of all its inputs (a
-// borrow). The loop lets them in in the order they came, as room frees (see
-// loop.admitWaiting); while any waits, a new admission joins the back of
-// the line even if it would fit, so that a waiting DoMany is not starved by
-// a stream of single inputs.
+// borrow), and the loop's handlers for it. The loop lets them in in the
+// order they came, as room frees (see loop.admitWaiting); while any waits, a
+// new admission joins the back of the line even if it would fit, so that a
+// waiting DoMany is not starved by a stream of single inputs.
 
 // waitTicket is the ticket of an input waiting in the line as number n: it
 // names no input in a lane, as seqs never reach 1<<62, nor one in flight
@@ -157,4 +161,178 @@ func (l *waitLine[K, I, O]) clear(buf []waitEntry[K, I, O]) []waitEntry[K, I, O]
 		buf = append(buf, l.pop())
 	}
 	return buf
+}
+
+// refusesAtOnce reports whether w is refused without room, with
+// WaitForRoom too: its key is paused, or no room could ever hold it.
+func (l *loop[K, I, O]) refusesAtOnce(w *waiter[K, I, O]) bool {
+	_, paused := l.paused.of(w.key)
+	return paused || w.weight > sharedWeight(l.lim)
+}
+
+// wait puts w at the back of the wait line.
+func (l *loop[K, I, O]) wait(w *waiter[K, I, O]) {
+	l.waits.push(w)
+	if w.done != nil {
+		if l.waitSubs == nil {
+			l.waitSubs = make(map[chan result[O]]*waiter[K, I, O])
+		}
+		l.waitSubs[w.c] = w
+		l.wpeak = max(l.wpeak, len(l.waitSubs))
+	}
+}
+
+// unwaitSub forgets w, a Submit's input out of the wait line.
+func (l *loop[K, I, O]) unwaitSub(w *waiter[K, I, O]) {
+	delete(l.waitSubs, w.c)
+	l.waitSubs = shrink(l.waitSubs, &l.wpeak)
+}
+
+// admitWaiting lets in the admissions waiting for room, first come first
+// in, while the room holds the first (see share.roomFor, which reserves
+// what it lacks on the shared room), and tells the share whether any waits
+// still.
+func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
+	l.share.wants = false
+	for l.admits() {
+		e, ok := l.waits.front()
+		if !ok {
+			break
+		}
+		need := l.needOf(e)
+		if !l.share.roomFor(need) {
+			l.share.wants = true
+			break
+		}
+		l.waits.pop()
+		switch {
+		case e.w != nil:
+			if e.w.done != nil {
+				l.unwaitSub(e.w)
+			}
+			l.letIn(e.w, now)
+		case e.borrow:
+			l.grant(e.g, e.part, need, now)
+		default:
+			l.letInPart(e.g, e.part, opAdmitMany, now)
+		}
+	}
+}
+
+// needOf is the room e takes as it is let in: none for a Do that claims its
+// key or an input of a paused key, which is refused.
+func (l *loop[K, I, O]) needOf(e waitEntry[K, I, O]) budget {
+	switch {
+	case e.w == nil && e.borrow:
+		total := int64(0)
+		for _, p := range e.g.parts {
+			total = addWeight(total, p.total)
+		}
+		return budget{len(e.g.ws), total}
+	case e.w == nil:
+		n, total, _, _ := l.partNeed(e.g, e.part)
+		return budget{n, total}
+	}
+	w := e.w
+	if _, ok := l.paused.of(w.key); ok {
+		return budget{}
+	}
+	if w.done == nil && l.lim.direct && l.lim.delay == 0 && l.st.lanes[w.key] == nil {
+		return budget{} // it claims the key
+	}
+	return budget{1, w.weight}
+}
+
+// grant gives a DoMany over several shards, waiting at the front of the
+// line, the room of all its inputs, need, out of this shard's: each part is
+// granted, and its shard adds the part's share to its own as it lets the
+// part in (see borrow). Its part here, i, goes in now, in the DoMany's turn,
+// before what waits behind it: the part's word says so. The other parts
+// wait their turn in their shards' lines, where they come later.
+func (l *loop[K, I, O]) grant(g *group[K, I, O], i int32, need budget, now time.Duration) {
+	l.st.grow(-need.n, -need.w)
+	for j := range g.parts {
+		g.parts[j].granted = true
+	}
+	l.letInPart(g, i, opAdmitMany, now)
+}
+
+// borrowWait puts the room of all of g's inputs, a DoMany over several
+// shards that spare could not grant, at the back of the line (see grant);
+// at close it refuses it.
+func (l *loop[K, I, O]) borrowWait(g *group[K, I, O], i int32) {
+	if !l.admits() {
+		g.parts[i].err = ErrClosed
+		l.share.replyAfterLend(later[K, I, O]{p: &g.parts[i]})
+		return
+	}
+	l.waits.pushPart(g, i, true)
+}
+
+// leave takes a Submit's input or a DoMany's part (or its borrow) out of
+// the wait line, whose caller's ctx ended, and says so on its channel
+// (errDropped); if it is not there its word was sent already, and leave does
+// nothing. The Submit is named by its word's channel, m.w.c: m.w is a waiter
+// made for the message, as the Submit's own may be a worker's by now.
+func (l *loop[K, I, O]) leave(m msg[K, I, O]) {
+	if g := m.w.g; g != nil {
+		if l.waits.leavePart(g, m.part) {
+			l.takeRoomOf(&g.parts[m.part]) // lent back as the wake-up ends
+			g.parts[m.part].err = errDropped
+			l.share.replyAfterLend(later[K, I, O]{p: &g.parts[m.part]})
+		}
+		return
+	}
+	if w, ok := l.waitSubs[m.w.c]; ok {
+		l.unwaitSub(w)
+		l.waits.leave(w)
+		w.c <- result[O]{err: errDropped}
+	}
+}
+
+// answerWaiting answers the admissions e out of the line with err: a Do's
+// and a Submit's on their channel, a DoMany's part on its own.
+func (l *loop[K, I, O]) answerWaiting(es []waitEntry[K, I, O], err error) {
+	for _, e := range es {
+		switch {
+		case e.w != nil:
+			if e.w.done != nil {
+				l.unwaitSub(e.w)
+			}
+			e.w.c <- result[O]{err: err}
+		default:
+			p := &e.g.parts[e.part]
+			l.takeRoomOf(p)
+			p.err = err
+			p.c <- struct{}{}
+		}
+	}
+}
+
+// closeWaits answers every admission waiting for room with ErrClosed, as the
+// room admits nothing any more.
+func (l *loop[K, I, O]) closeWaits() {
+	l.left = l.waits.clear(l.left[:0])
+	l.answerWaiting(l.left, ErrClosed)
+	clear(l.left)
+}
+
+// refuseWaiting answers the inputs of key that wait for room with err, the
+// paused key's, as it would answer them at admission; a DoMany's part waits
+// on, and is answered input by input as it is let in (see partNeed).
+func (l *loop[K, I, O]) refuseWaiting(key K, err error) {
+	if l.waits.len() == 0 {
+		return
+	}
+	l.left = l.left[:0]
+	l.waits.each(func(e waitEntry[K, I, O]) {
+		if e.w != nil && e.w.key == key {
+			l.left = append(l.left, e)
+		}
+	})
+	for _, e := range l.left {
+		l.waits.leave(e.w)
+	}
+	l.answerWaiting(l.left, err)
+	clear(l.left)
 }

@@ -239,3 +239,19 @@ func onBatch[K comparable, I, O any](f *Ferry[K, I, O], b Batch[K]) (panicked bo
 	f.onBatch(b)
 	return false
 }
+
+// notifyPaused calls the done of the Submits ws, which waited in a paused
+// key's lane, with err, in their order, once the key's earlier completions
+// (after, if not nil) are over; then it closes fin, which the key's next
+// completions wait for, and tells the loop. It runs on a goroutine of its
+// own, for the loop, which waits for it.
+func notifyPaused[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O], err error, after, fin chan struct{}) {
+	if after != nil {
+		<-after
+	}
+	for _, w := range ws {
+		callDone(s, w, result[O]{err: err})
+	}
+	close(fin)
+	s.send(msg[K, I, O]{op: opNotified, fin: fin})
+}

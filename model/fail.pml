@@ -3,7 +3,7 @@
  * code does it since issue 24: retries in the lane (Config.Retry: retry.go,
  * worker.go, call.go), completions in order per key (loop.completing,
  * job.after and job.fin, a direct call's w.after and w.fin: loop.go,
- * worker.go, call.go) and a key paused once a call of it fails for good
+ * direct.go, worker.go, call.go) and a key paused once a call of it fails for good
  * (Config.PauseOnError: pause.go, loop.go), on one shard and one key.
  * Nothing else of the ferry is here: see ferry.pml for the protocol of the
  * callers, the loop and the workers as a whole, and README.md.

@@ -1,0 +1,44 @@
+package ferry
+
+// This file is the loop's side of the inputs whose callers gave up once a
+// call took them: with CancelAbandoned, the count of a batch's callers left,
+// and its call cancelled once none is; with Retry, the inputs a retry leaves
+// out. The callers' side is do.go's and many.go's abandon.
+
+// inFlight is the ticket of an input in batch n, taken by worker id, with
+// CancelAbandoned: once taken an input's ticket is the loop's, and this one
+// names no waiting input, as seqs never reach 1<<63.
+func inFlight(id int, n uint64) ticket { return ticket{rank: int64(id), seq: 1<<63 | n} }
+
+// gaveUp counts down the batch in flight that holds w, whose caller has given
+// up, and cancels its call once no caller is left, with CancelAbandoned. w
+// may be in no batch, or in one that is over.
+func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
+	w.gone = true // not retried: see retryWanted
+	if w.tk.seq < 1<<63 {
+		return // not flying: still waiting, or CancelAbandoned is off
+	}
+	wk := l.share.workers[w.tk.rank]
+	if wk == nil || wk.tag != w.tk.seq {
+		return // its batch is over (and its worker given back)
+	}
+	if wk.live--; wk.live == 0 {
+		wk.cancel(ErrAbandoned) // only the ferry's contexts: no user code
+	}
+}
+
+// retryWanted answers a worker about to retry its batch: of the batch's
+// indexes it asks about, it keeps those whose callers still wait, in order,
+// leaving out the inputs whose callers gave up since the call took them.
+func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
+	batch, a := l.share.workers[m.worker].buf, m.ask
+	n := 0
+	for _, i := range a.idx {
+		if !batch[i].gone {
+			a.idx[n] = i
+			n++
+		}
+	}
+	a.idx = a.idx[:n]
+	a.c <- struct{}{}
+}
