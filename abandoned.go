@@ -18,7 +18,7 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
 	if w.tk.seq < 1<<63 {
 		return // not flying: still waiting, or CancelAbandoned is off
 	}
-	wk := l.share.workers[w.tk.rank]
+	wk := l.slots.workers[w.tk.rank]
 	if wk == nil || wk.tag != w.tk.seq {
 		return // its batch is over (and its worker given back)
 	}
@@ -31,7 +31,7 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
 // indexes it asks about, it keeps those whose callers still wait, in order,
 // leaving out the inputs whose callers gave up since the call took them.
 func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
-	batch, a := l.share.workers[m.worker].buf, m.ask
+	batch, a := l.slots.workers[m.worker].buf, m.ask
 	n := 0
 	for _, i := range a.idx {
 		if !batch[i].gone {

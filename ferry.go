@@ -43,8 +43,8 @@ type Ferry[K comparable, I, O any] struct {
 
 	shards []*shard[K, I, O] // a key's is shardOf(key)
 	seed   maphash.Seed
-	spare  room   // the room no shard holds, with several shards
-	slots  tokens // the slots for batches no shard holds, with several shards
+	spare  room            // the room no shard holds, with several shards
+	slots  tokens[K, I, O] // the slots for batches no shard holds, with several shards
 }
 
 // New returns a running Ferry that batches inputs for call. It returns an
@@ -85,7 +85,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 	base := context.WithValue(context.Background(), callKey{}, f)
 	f.origin = time.Now()
 	if n > 1 { // the shards share the room and the workers' slots
-		f.spare, f.slots = newRoom(budget{lim.queued, sharedWeight(lim)}), newTokens(workers)
+		f.spare, f.slots = newRoom(budget{lim.queued, sharedWeight(lim)}), newTokens[K, I, O](workers)
 	}
 	for range n {
 		s := &shard[K, I, O]{f: f, inc: make(chan msg[K, I, O], incSize), done: make(chan struct{})}

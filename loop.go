@@ -53,7 +53,7 @@ type loop[K comparable, I, O any] struct {
 	chains int    // goroutines closing an unused claim's fin that the loop waits for: see endClaim
 
 	closing bool // drained, calls cancelled: ending once busy is 0
-	stopped bool // its workers are stopped, as it ends: see share.stopWorkers
+	stopped bool // its workers are stopped, as it ends: see slots.stopWorkers
 	stops   int  // workers it stopped
 	exited  int  // of those, gone
 
@@ -62,7 +62,8 @@ type loop[K comparable, I, O any] struct {
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
 
-	share   share[K, I, O] // the room and the slots the shards share
+	share   share[K, I, O] // the room the shards share
+	slots   slots[K, I, O] // the workers it holds, and the slots the shards share
 	batch   []msg[K, I, O] // one wake-up's messages, with several shards: see receive
 	started []job[K, I, O] // the batches a dispatch took, sent once it has lent its room
 
@@ -87,9 +88,10 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, lim.queuedWeight),
 	}
-	l.share = share[K, I, O]{st: l.st, lim: lim, own: own, most: most, f: f, paused: &l.paused}
+	l.share = share[K, I, O]{lim: lim}
+	l.slots = slots[K, I, O]{own: own, most: most, shards: len(f.shards), start: func() *worker[K, I, O] { return newWorker(f) }}
 	if n := len(f.shards); n > 1 { // the room starts in spare: see share
-		l.share.spare, l.share.slots = f.spare, f.slots
+		l.share.spare, l.slots.pool = f.spare, f.slots
 		l.st.grow(-lim.queued, -sharedWeight(lim))
 		if f.waitForRoom {
 			l.share.poke = make(chan struct{}, 1)
@@ -115,9 +117,9 @@ func (l *loop[K, I, O]) run() {
 		if l.alarm.armed() {
 			fire = l.alarm.t.C
 		}
-		var slot <-chan any
-		if l.share.starved {
-			slot = l.share.slots.free
+		var slot <-chan *worker[K, I, O]
+		if l.slots.starved {
+			slot = l.slots.pool.free
 		}
 		var poke <-chan struct{}
 		if l.share.reserved {
@@ -134,7 +136,7 @@ func (l *loop[K, I, O]) run() {
 			l.alarm.fired()
 			l.dispatch(l.now())
 		case wk := <-slot:
-			l.share.gotSlot(wk)
+			l.slots.gotSlot(wk)
 			l.dispatch(l.now())
 		case <-poke:
 			l.dispatch(l.now())
@@ -157,14 +159,14 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 		for n := len(l.s.inc); n > 0; n-- {
 			l.batch = append(l.batch, <-l.s.inc)
 		}
-		l.share.borrowRoom(l.batch)
+		l.borrowRoom(l.batch)
 		for _, m := range l.batch {
 			l.handle(m, now)
 		}
 		clear(l.batch)
 	}
-	l.admitWaiting(now)    // into what the messages freed, before it is lent
-	l.share.giveBackRoom() // what the messages freed, before their words: see replyAfterLend
+	l.admitWaiting(now) // into what the messages freed, before it is lent
+	l.giveBackRoom()    // what the messages freed, before their words: see replyAfterLend
 	l.share.sendReplies()
 	l.settle() // after the words, which Flush waits for; before dispatch, as a round it starts makes lanes due
 	l.dispatch(now)
@@ -302,13 +304,13 @@ func (l *loop[K, I, O]) drop(w *waiter[K, I, O], now time.Duration) {
 	}
 }
 
-// release frees m.key, whose call is over: a worker's (its context is freed)
+// releaseSlot frees m.key, whose call is over: a worker's (its context is freed)
 // or a direct call's (see endDirect); then pauses the key if the call failed
 // for good, with PauseOnError.
 func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	l.st.release(m.key, now)
 	if m.worker != byCaller {
-		if wk := l.share.workers[m.worker]; wk.cancel != nil {
+		if wk := l.slots.workers[m.worker]; wk.cancel != nil {
 			wk.cancel(nil) // the call is over: free its context
 			wk.tag, wk.live, wk.cancel = 0, 0, nil
 		}
@@ -384,7 +386,7 @@ func (l *loop[K, I, O]) reject(o outcome, n int, heaviest, total int64, all int)
 // idleWorker frees worker id, which has answered its batch, and counts what
 // its batch owed the round in progress.
 func (l *loop[K, I, O]) idleWorker(id int) {
-	wk := l.share.workers[id]
+	wk := l.slots.workers[id]
 	if wk.fin != nil {
 		l.done(wk.key, wk.fin)
 		var zero K
@@ -395,7 +397,7 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 	if cap(wk.buf) > keepCap {
 		wk.buf = nil
 	}
-	l.share.releaseSlot(id)
+	l.slots.releaseSlot(id)
 }
 
 // dispatch lets in the admissions waiting for room that the room holds, and
@@ -405,18 +407,18 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 // is in the future if a worker is idle.
 func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	st := l.st
-	l.share.starved = false
+	l.slots.starved = false
 	for {
 		l.admitWaiting(now)
 		if !l.take(now) || l.waits.len() == 0 {
 			break
 		}
 	}
-	l.share.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
-	l.share.giveBackRoom()      // before the batches start: their callers may come back to another shard
+	l.slots.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
+	l.giveBackRoom()            // before the batches start: their callers may come back to another shard
 	l.share.sendReplies()       // of the admissions waiting let in, after the lend
 	for _, j := range l.started {
-		l.share.workers[j.id].jobs <- j
+		l.slots.workers[j.id].jobs <- j
 	}
 	clear(l.started)
 	l.started = l.started[:0]
@@ -424,20 +426,20 @@ func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	// or a slot, which wake the loop anyway; a due lane must not keep the
 	// alarm ringing meanwhile.
 	t, ok := st.earliest()
-	l.alarm.arm(t, ok && l.share.mayTake(), now)
+	l.alarm.arm(t, ok && l.slots.mayTake(), now)
 }
 
-// take starts a batch on every idle worker while a lane is ready, and
+// takeSlot starts a batch on every idle worker while a lane is ready, and
 // reports whether it took any: room freed, for the admissions waiting.
 func (l *loop[K, I, O]) take(now time.Duration) bool {
 	st := l.st
 	took := false
 	for st.hasReady(now) {
-		id, ok := l.share.takeSlot()
+		id, ok := l.slots.takeSlot()
 		if !ok {
 			break
 		}
-		wk := l.share.workers[id]
+		wk := l.slots.workers[id]
 		key, batch, _ := st.take(now, wk.buf[:0])
 		wk.buf, wk.idle, wk.owe = batch, false, owed{}
 		l.tally.Batches++
@@ -513,12 +515,12 @@ func (l *loop[K, I, O]) end() bool {
 	if st.shuttingDown && st.idle() {
 		l.close()
 	}
-	if !l.closing || st.busy > 0 || l.notify > 0 || l.chains > 0 || len(l.pausing) > 0 || l.share.busy() > 0 || len(l.reports) > 0 {
+	if !l.closing || st.busy > 0 || l.notify > 0 || l.chains > 0 || len(l.pausing) > 0 || l.slots.busy() > 0 || len(l.reports) > 0 {
 		return false
 	}
 	if !l.stopped {
 		l.stopped = true
-		l.stops = l.share.stopWorkers(l.s)
+		l.stops = l.slots.stopWorkers(l.s)
 	}
 	if l.exited < l.stops {
 		return false

@@ -77,7 +77,7 @@ func (l *loop[K, I, O]) takeRoomOf(p *part[K, I, O]) {
 		p.held = false
 	}
 	if p.granted {
-		l.share.addGranted(p.n, p.total)
+		l.st.grow(p.n, p.total) // see borrow
 		p.granted = false
 	}
 }

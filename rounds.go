@@ -136,13 +136,13 @@ func (l *loop[K, I, O]) flush(reply context.CancelCauseFunc) {
 // was owed has come, and close, which ends one early, starts no other.
 func (l *loop[K, I, O]) startRound() {
 	left := l.st.queued + len(l.directs) + len(l.reports) + l.notify + len(l.pausing)
-	for _, wk := range l.share.workers {
+	for _, wk := range l.slots.workers {
 		if wk != nil && !wk.idle {
 			left++
 		}
 	}
 	l.rounds.start(l.st.seq, l.claims, left)
-	for _, wk := range l.share.workers {
+	for _, wk := range l.slots.workers {
 		if wk != nil && !wk.idle {
 			wk.owe = l.rounds.owe(1)
 		}

@@ -5,12 +5,12 @@ import (
 	"math"
 )
 
-// This file is what the shards of a ferry share. A shard is one loop with its
-// own core state, workers, timer and inbound channel; a key always goes to the
-// same shard, by a hash of the key, so every guarantee per key holds as it does
-// with one loop. The configured bounds are totals, shared by the shards: the
-// room (MaxQueued, MaxQueuedWeight, see share) and the batched calls in flight
-// (MaxInFlightBatches, see share.takeSlot). What is not per key becomes per
+// This file is the room the shards of a ferry share. A shard is one loop with
+// its own core state, workers, timer and inbound channel; a key always goes
+// to the same shard, by a hash of the key, so every guarantee per key holds
+// as it does with one loop. The configured bounds are totals, shared by the
+// shards: the room (MaxQueued, MaxQueuedWeight, see share) and the batched
+// calls in flight (MaxInFlightBatches, see slots.go). What is not per key becomes per
 // shard: fairness (the ready line, and the wait for a free slot).
 
 // budget is an amount of room: inputs and their weight. Whoever holds it,
@@ -179,50 +179,12 @@ func (p *pool) find(poke chan struct{}) int {
 	return -1
 }
 
-// tokens are the slots for batches that no shard holds, with several
-// shards: free, a channel as big as MaxInFlightBatches with one token in it
-// per free slot, as a set of work desks. A slot is a worker: its token is
-// the worker, idle (a *worker[K, I, O], as any so that tokens need no type
-// parameters), or nil for one not started yet, which the shard that takes it
-// starts; so the ferry never has more workers than slots, whichever shards
-// run its batches. A slot is taken without waiting (tryTake), or by a
-// starved loop in its select; put gives one back and never blocks, as the
-// slots taken and not given back are never more than the channel holds.
-// ended counts the shards whose loops have ended, in a channel of one: the
-// last stops the workers in free (see share.stopWorkers). Zero with one
-// shard. Its methods run on the loops.
-type tokens struct {
-	free  chan any
-	ended chan int
-}
-
-// newTokens returns n free slots, whose workers have not started.
-func newTokens(n int) tokens {
-	t := tokens{free: make(chan any, n), ended: make(chan int, 1)}
-	for range n {
-		t.free <- nil
-	}
-	t.ended <- 0
-	return t
-}
-
-// tryTake takes a free slot, its worker or nil, and reports false at once if
-// there is none.
-func (t tokens) tryTake() (any, bool) {
-	select {
-	case wk := <-t.free:
-		return wk, true
-	default:
-		return nil, false
-	}
-}
-
-// put gives back a slot, its worker idle, or nil if it has none.
-func (t tokens) put(wk any) { t.free <- wk }
-
-// share is a loop's side of what the shards of its ferry share: the room no
-// shard holds (spare) and the slots. With one shard both are nil and it
-// holds nothing back. loop: its methods run on the shard's loop goroutine.
+// share is a loop's side of the room the shards of its ferry share: the room
+// no shard holds (spare). With one shard it is nil and share holds nothing
+// back. It holds no pointer into the loop's core or its paused keys: the
+// core's spare room comes in and goes out as values, and need reads the core
+// and the paused keys it is given. loop: its methods run on the shard's loop
+// goroutine.
 //
 // A shard's core room is what it holds of the room: as a wake-up starts it
 // borrows, in one go, what it lacks for the admissions among its messages
@@ -239,23 +201,12 @@ func (t tokens) put(wk any) { t.free <- wk }
 // reject some. With no MaxQueuedWeight the weight shared is MaxInt64, the
 // whole weight of one loop's room (see sharedWeight).
 type share[K comparable, I, O any] struct {
-	st  *state[K, *waiter[K, I, O]] // the loop's core, whose room grows and shrinks
-	lim limits                      // the shard's
+	lim limits // the shard's
 
 	spare room // the ferry's, with several shards
 
-	slots   tokens             // the ferry's, with several shards: see takeSlot
-	starved bool               // a lane is ready, but no worker is free and no slot: run waits for one
-	own     int                // its share of the slots: see takeSlot
-	most    int                // with one shard, the workers it may start: MaxInFlightBatches
-	f       *Ferry[K, I, O]    // whose workers it starts
-	workers []*worker[K, I, O] // the workers it holds, each on a slot, by id; nil: an id free
-	idle    []int              // the ids of those with no batch
-	free    []int              // the ids free
-
 	replies []later[K, I, O] // words on room freed, with several shards: see replyAfterLend
 	lanes   map[K]laneGuess  // need's guesses within one wake-up, with direct calls: see claims
-	paused  *pauses[K]       // the loop's paused keys, whose inputs take no room: see need
 	resumed map[K]bool       // keys need read a Resume of within one wake-up
 
 	// With WaitForRoom and several shards: the shard's reservation on the
@@ -271,24 +222,21 @@ type share[K comparable, I, O any] struct {
 // borrows nothing for what takes no room in one loop (see need), and nothing
 // while the core refuses every admission. What is borrowed and not used (a
 // rejection for another reason) goes back with giveBackRoom at the end of
-// the wake-up.
-func (sh *share[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
-	if sh.st.closed || sh.st.shuttingDown {
-		return
-	}
-	need, whole := sh.need(ms), sharedWeight(sh.lim)
+// the wake-up. need is need's answer, has what the core holds spare; it
+// returns what it borrowed, which the loop adds to its core.
+func (sh *share[K, I, O]) borrowRoom(need, has budget) budget {
+	whole := sharedWeight(sh.lim)
 	if need.w < 0 { // past MaxInt64: more than the room
 		need.w = whole
 	}
-	fn, fw := sh.st.spare()
-	short := budget{max(0, min(need.n, sh.lim.queued)-fn), max(0, min(need.w, whole)-fw)}
+	short := budget{max(0, min(need.n, sh.lim.queued)-has.n), max(0, min(need.w, whole)-has.w)}
 	if short == (budget{}) {
-		return
+		return budget{}
 	}
 	p := sh.spare.take()
 	got := p.borrow(short)
 	sh.spare.put(p)
-	sh.st.grow(got.n, got.w)
+	return got
 }
 
 // need is the room that the admissions among ms take if the core lets them
@@ -299,18 +247,20 @@ func (sh *share[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
 // came with it (granted), a Do that claims its key for a direct call, and
 // an input of a paused key (refused as ErrPaused), unless need read a Resume
 // of it first. A key paused within the wake-up is counted: that room is
-// given back at its end. A total past MaxInt64 is -1.
-func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
+// given back at its end. A total past MaxInt64 is -1. core is the loop's
+// core as the wake-up starts, whose rules need asks (see state.claimsLane),
+// and paused its paused keys: read, not kept.
+func (sh *share[K, I, O]) need(ms []msg[K, I, O], core *state[K, *waiter[K, I, O]], paused *pauses[K]) budget {
 	whole := sharedWeight(sh.lim)
-	direct := sh.lim.direct && sh.lim.delay == 0
+	direct := core.claimsLane(false) // a Do may claim a key: the guesses matter
 	var need budget
 	for _, m := range ms {
 		switch m.op {
 		case opAdmit:
 			switch w := m.w; {
 			case w.weight > whole: // rejectedHeavy
-			case sh.pausedKey(w.key):
-			case direct && w.done == nil && sh.claims(w.key):
+			case sh.pausedKey(paused, w.key):
+			case w.done == nil && sh.claims(core, w.key):
 			default:
 				need.n++
 				need.w = addWeight(need.w, w.weight)
@@ -323,8 +273,8 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
 			switch {
 			case p.held, p.granted:
 			case p.neverFits(sh.lim):
-			case m.op == opAdmitMany && sh.paused.count() > 0: // a hold holds for them all
-				need = sh.unpaused(need, m.w.g, m.part)
+			case m.op == opAdmitMany && paused.count() > 0: // a hold holds for them all
+				need = sh.unpaused(paused, need, m.w.g, m.part)
 			default:
 				need.n += p.n
 				need.w = addWeight(need.w, p.total)
@@ -338,10 +288,10 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
 			}
 		case opRelease:
 			if direct {
-				sh.released(m.key)
+				sh.released(core, m.key)
 			}
 		case opResume:
-			if sh.paused.count() > 0 {
+			if paused.count() > 0 {
 				if sh.resumed == nil {
 					sh.resumed = make(map[K]bool)
 				}
@@ -356,20 +306,20 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O]) budget {
 
 // pausedKey reports whether key's inputs are refused as paused, as need
 // reads them: paused as the wake-up started, and no Resume read since.
-func (sh *share[K, I, O]) pausedKey(key K) bool {
-	if sh.paused.count() == 0 {
+func (sh *share[K, I, O]) pausedKey(paused *pauses[K], key K) bool {
+	if paused.count() == 0 {
 		return false
 	}
-	_, ok := sh.paused.of(key)
+	_, ok := paused.of(key)
 	return ok && !sh.resumed[key]
 }
 
 // unpaused adds to need the inputs of part i of g whose keys are not paused
 // (see pausedKey), which the loop admits without the others (see
 // loop.unpaused).
-func (sh *share[K, I, O]) unpaused(need budget, g *group[K, I, O], i int32) budget {
+func (sh *share[K, I, O]) unpaused(paused *pauses[K], need budget, g *group[K, I, O], i int32) budget {
 	for j := range g.ws {
-		if w := &g.ws[j]; w.part == i && !sh.pausedKey(w.key) {
+		if w := &g.ws[j]; w.part == i && !sh.pausedKey(paused, w.key) {
 			need.n++
 			need.w = addWeight(need.w, w.weight)
 		}
@@ -383,24 +333,28 @@ type laneGuess struct{ exists, items bool }
 
 // guess is need's view of key's lane after the messages it has read: the
 // core's lane as the wake-up started, changed by what need read since.
-func (sh *share[K, I, O]) guess(key K) laneGuess {
+func (sh *share[K, I, O]) guess(core *state[K, *waiter[K, I, O]], key K) laneGuess {
 	if g, ok := sh.lanes[key]; ok {
 		return g
 	}
-	l := sh.st.lanes[key]
-	return laneGuess{exists: l != nil, items: l != nil && l.items.len() > 0}
+	exists, items := core.laneOf(key)
+	return laneGuess{exists, items}
 }
 
-// claims reports whether a Do for key will claim it, with direct calls on:
-// the core claims a key that has no lane, and a Do that does not claims it
+// claims reports whether a Do for key will claim it, as the core answers
+// for the lane need guesses (see state.claimsLane): with direct calls on,
+// the core claims a key that has no lane, and a Do that does not claim it
 // joins the lane. Either way the key has a lane after.
-func (sh *share[K, I, O]) claims(key K) bool {
+func (sh *share[K, I, O]) claims(core *state[K, *waiter[K, I, O]], key K) bool {
+	if !core.claimsLane(false) { // no direct calls: need guesses nothing
+		return false
+	}
 	if sh.lanes == nil {
 		sh.lanes = make(map[K]laneGuess)
 	}
-	g := sh.guess(key)
+	g := sh.guess(core, key)
 	sh.lanes[key] = laneGuess{exists: true, items: g.exists}
-	return !g.exists
+	return core.claimsLane(g.exists)
 }
 
 // joins records that inputs may join key's lane.
@@ -414,8 +368,8 @@ func (sh *share[K, I, O]) joins(key K) {
 // released records a release of key's call: the core removes a lane left
 // with nothing waiting, so the next Do for the key claims it. A lane that
 // may hold inputs is kept, which can only make need count more, not less.
-func (sh *share[K, I, O]) released(key K) {
-	if g := sh.guess(key); g.exists && !g.items {
+func (sh *share[K, I, O]) released(core *state[K, *waiter[K, I, O]], key K) {
+	if g := sh.guess(core, key); g.exists && !g.items {
 		if sh.lanes == nil {
 			sh.lanes = make(map[K]laneGuess)
 		}
@@ -430,18 +384,13 @@ func sharedWeight(lim limits) int64 { return cmp.Or(lim.queuedWeight, math.MaxIn
 // giveBackRoom gives back to spare all the room this shard holds spare, for
 // the other shards: it fills the reservations in their order, this shard's
 // too, which keeps its place while an admission waits for room here
-// (wants), and ends once none does.
-func (sh *share[K, I, O]) giveBackRoom() {
-	if sh.spare == nil {
-		return
-	}
-	back := budget{}
-	back.n, back.w = sh.st.spare()
+// (wants), and ends once none does. back is what the core held spare, which
+// the loop has taken out of it (see loop.giveBackRoom).
+func (sh *share[K, I, O]) giveBackRoom(back budget) {
 	ending := sh.reserved && !sh.wants
 	if back == (budget{}) && !ending {
 		return
 	}
-	sh.st.grow(-back.n, -back.w)
 	p := sh.spare.take()
 	p.give(back)
 	if ending {
@@ -451,33 +400,25 @@ func (sh *share[K, I, O]) giveBackRoom() {
 	sh.spare.put(p)
 }
 
-// roomFor reports whether the shard's core has room spare for b, the need
-// of the first admission in its wait line. With several shards it first
+// roomFor reserves room for b, the need of the first admission in the
+// shard's wait line, with several shards (see loop.roomFor). It first
 // gives back what the core holds spare, which fills the reservations in
 // their order, and makes its own need b (at the end of the line if it had
 // none): then it takes what its reservation holds. So the room freed goes
 // to the shards' first waiting admissions in the order they began to wait,
 // this shard's own too. What it took and does not use goes back with
-// giveBackRoom, into the reservation, which keeps its place.
-func (sh *share[K, I, O]) roomFor(b budget) bool {
-	fn, fw := sh.st.spare()
-	if sh.spare == nil || b == (budget{}) {
-		return budget{fn, fw}.holds(b)
-	}
-	sh.st.grow(-fn, -fw)
+// giveBackRoom, into the reservation, which keeps its place. has is what
+// the core held spare, which the loop has taken out of it; roomFor returns
+// what the loop puts back in (see loop.roomFor).
+func (sh *share[K, I, O]) roomFor(b, has budget) budget {
 	p := sh.spare.take()
-	p.give(budget{fn, fw})
+	p.give(has)
 	p.reserve(sh.poke, b)
 	sh.reserved = true
 	got := p.claim(sh.poke)
 	sh.spare.put(p)
-	sh.st.grow(got.n, got.w)
-	return got.holds(b)
+	return got
 }
-
-// addGranted adds n inputs weighing w to the shard's room: room a DoMany's
-// caller took from spare for its part here (see borrow).
-func (sh *share[K, I, O]) addGranted(n int, w int64) { sh.st.grow(n, w) }
 
 // replyAfterLend sends x, a word on room that may have been freed, at once
 // with one shard; with several, once the wake-up has handled its messages
@@ -504,139 +445,31 @@ func (sh *share[K, I, O]) sendReplies() {
 	sh.replies = sh.replies[:0]
 }
 
-// takeSlot returns the id of an idle worker for a batch, with its slot, and
-// false if it has none. A shard holds workers, and each is a slot, good for
-// one batch in flight. With one shard they are all its own: it starts them
-// as batches need them, up to most, and keeps them. With several, all of them
-// together are MaxInFlightBatches, so that the batched calls in flight, and
-// the workers, across shards never pass it, while one shard may run all of
-// them: a shard with no idle worker takes a slot from the ferry's pool (see
-// tokens), and starts its worker if it has none. A shard that finds none there
-// is starved: its loop then waits for one beside its inbound channel (see
-// loop.run and gotSlot). As a batch ends and its worker is idle again, a
-// shard keeps it if it holds no more than its own share (own), so that busy
-// shards do not pass slots back and forth, and else gives it back, where a
-// starved shard gets it; at the end of each dispatch it gives back the idle
-// workers it holds (see giveBackIdleSlots).
-func (sh *share[K, I, O]) takeSlot() (id int, ok bool) {
-	if n := len(sh.idle); n > 0 {
-		id, sh.idle = sh.idle[n-1], sh.idle[:n-1]
-		return id, true
-	}
-	var wk any
-	if sh.slots.free == nil {
-		if len(sh.workers) == sh.most {
-			return 0, false
-		}
-	} else if wk, ok = sh.slots.tryTake(); !ok {
-		sh.starved = true
-		return 0, false
-	}
-	return sh.hold(wk), true
-}
-
-// gotSlot takes wk, a slot's worker or nil, that the starved loop's select
-// received from the pool, as an idle worker the shard holds.
-func (sh *share[K, I, O]) gotSlot(wk any) {
-	sh.idle = append(sh.idle, sh.hold(wk))
-}
-
-// hold adds wk, a slot's worker, to those the shard holds, starting it if it
-// is nil, and returns its id.
-func (sh *share[K, I, O]) hold(x any) int {
-	wk, _ := x.(*worker[K, I, O])
-	if wk == nil {
-		wk = newWorker(sh.f)
-	}
-	wk.idle = true
-	if n := len(sh.free); n > 0 {
-		id := sh.free[n-1]
-		sh.free = sh.free[:n-1]
-		sh.workers[id] = wk
-		return id
-	}
-	sh.workers = append(sh.workers, wk)
-	return len(sh.workers) - 1
-}
-
-// releaseSlot takes back worker id, which has answered its batch, as idle,
-// or gives it back with its slot if the shard holds more than its share.
-func (sh *share[K, I, O]) releaseSlot(id int) {
-	sh.workers[id].idle = true
-	if sh.slots.free != nil && len(sh.workers)-len(sh.free) > sh.own {
-		sh.giveBack(id)
+// borrowRoom borrows from the shared room what the admissions among ms, one
+// wake-up's messages, lack in the core (see share.borrowRoom), unless the
+// core refuses every admission.
+func (l *loop[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
+	if !l.admits() {
 		return
 	}
-	sh.idle = append(sh.idle, id)
+	n, w := l.st.spare()
+	got := l.share.borrowRoom(l.share.need(ms, l.st, &l.paused), budget{n, w})
+	l.st.grow(got.n, got.w)
 }
 
-// giveBackIdleSlots gives back the idle workers this shard holds, with their
-// slots, at the end of each dispatch, for the other shards.
-func (sh *share[K, I, O]) giveBackIdleSlots() {
-	if sh.slots.free == nil {
-		return
+// giveBackRoom gives the room the core holds spare back to the shared
+// room, with several shards (see share.giveBackRoom).
+func (l *loop[K, I, O]) giveBackRoom() {
+	if l.share.spare != nil {
+		l.share.giveBackRoom(l.takeSpare())
 	}
-	for _, id := range sh.idle {
-		sh.giveBack(id)
-	}
-	sh.idle = sh.idle[:0]
 }
 
-// giveBack gives worker id back to the pool, with its slot.
-func (sh *share[K, I, O]) giveBack(id int) {
-	sh.slots.put(sh.workers[id])
-	sh.workers[id] = nil
-	sh.free = append(sh.free, id)
-}
-
-// mayTake reports whether takeSlot may yet find a worker: one is idle, or
-// with one shard fewer than most have started, or with several the shard is
-// not starved (it has not found the pool empty since its dispatch began).
-func (sh *share[K, I, O]) mayTake() bool {
-	if sh.slots.free == nil {
-		return len(sh.idle) > 0 || len(sh.workers) < sh.most
-	}
-	return !sh.starved
-}
-
-// busy is how many of the workers the shard holds have a batch.
-func (sh *share[K, I, O]) busy() int {
-	return len(sh.workers) - len(sh.free) - len(sh.idle)
-}
-
-// stopWorkers stops the workers the shard holds, all idle, as its loop
-// ends, and with several shards gives back their slots without them; the
-// last shard to end then stops the workers in the pool, which every other
-// shard has given back by then. Each stopped worker tells the loop, s's, as
-// it exits; stopWorkers returns how many it stopped.
-func (sh *share[K, I, O]) stopWorkers(s *shard[K, I, O]) int {
-	n := 0
-	for _, wk := range sh.workers {
-		if wk == nil {
-			continue
-		}
-		wk.jobs <- job[K, I, O]{s: s} // a stop: no batch
-		n++
-		if sh.slots.free != nil {
-			sh.slots.put(nil)
-		}
-	}
-	sh.workers, sh.idle, sh.free = nil, nil, nil
-	if sh.slots.free == nil {
-		return n
-	}
-	ended := <-sh.slots.ended + 1
-	sh.slots.ended <- ended
-	if ended < len(sh.f.shards) {
-		return n
-	}
-	for range cap(sh.slots.free) {
-		if wk, _ := (<-sh.slots.free).(*worker[K, I, O]); wk != nil {
-			wk.jobs <- job[K, I, O]{s: s}
-			n++
-		}
-	}
-	return n
+// takeSpare takes the room the core holds spare out of it, and returns it.
+func (l *loop[K, I, O]) takeSpare() budget {
+	n, w := l.st.spare()
+	l.st.grow(-n, -w)
+	return budget{n, w}
 }
 
 // later is the loop's word on a drop, or on a DoMany's part (which may let

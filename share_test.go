@@ -90,8 +90,8 @@ func TestShareNeed(t *testing.T) {
 		for _, k := range tc.paused {
 			ps.pause(k, errBoom)
 		}
-		sh := share[string, in, int]{st: st, lim: lim, paused: &ps}
-		assert.Equal(t, tc.want, sh.need(tc.ms), tc.name)
+		sh := share[string, in, int]{lim: lim}
+		assert.Equal(t, tc.want, sh.need(tc.ms, st, &ps), tc.name)
 		assert.Empty(t, sh.lanes, "%s: the guesses are forgotten", tc.name)
 		assert.Empty(t, sh.resumed, "%s: the Resumes are forgotten", tc.name)
 	}
@@ -104,18 +104,18 @@ func TestShareNeed(t *testing.T) {
 		if shut {
 			st.shutdown()
 		}
-		sh := share[string, in, int]{st: st, lim: lim, spare: newRoom(budget{8, 100})}
-		sh.borrowRoom([]m{do("a", 2), do("b", 3)})
+		l := &loop[string, in, int]{st: st, share: share[string, in, int]{lim: lim, spare: newRoom(budget{8, 100})}}
+		l.borrowRoom([]m{do("a", 2), do("b", 3)})
 		want := budget{6, 95}
 		if shut {
 			want = budget{8, 100}
 		}
-		assert.Equal(t, want, sh.spare.take().free, "shut down: %v", shut)
+		assert.Equal(t, want, l.share.spare.take().free, "shut down: %v", shut)
 	}
 	// Without a MaxQueuedWeight the room's weight is MaxInt64, shared.
 	lim = limits{batchSize: 4, queued: 8}
-	sh := share[string, in, int]{st: newState[string, *w](lim), lim: lim}
-	assert.Equal(t, budget{2, -1}, sh.need([]m{do("a", math.MaxInt64), do("b", 1)}), "a sum past MaxInt64 is -1")
+	sh := share[string, in, int]{lim: lim}
+	assert.Equal(t, budget{2, -1}, sh.need([]m{do("a", math.MaxInt64), do("b", 1)}, newState[string, *w](lim), nil), "a sum past MaxInt64 is -1")
 	assert.Equal(t, int64(math.MaxInt64), sharedWeight(lim))
 	assert.Equal(t, int64(7), sharedWeight(limits{queuedWeight: 7}))
 }

@@ -189,7 +189,7 @@ func (s *state[K, E]) dueAt(at time.Duration) time.Duration {
 // (busy, no items) and the caller makes the call, unless the room is closed or
 // the input heavier than the room; else it is join. weight must not be negative.
 func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Duration, e E) (outcome, ticket) {
-	if s.lim.direct && s.lim.delay == 0 && s.lanes[key] == nil {
+	if s.claims(key) {
 		if o := s.room(0, 0, weight); o != admitted {
 			return o, ticket{}
 		}
@@ -197,6 +197,24 @@ func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Duration, e 
 		return claimed, ticket{}
 	}
 	return s.join(key, weight, rank, at, now, e)
+}
+
+// claims reports whether admit would claim key for a direct call rather
+// than let its input join the lane (if the room holds it): the rule, asked
+// by admit, by the loop's wait line and, with its guess of the lane, by
+// share.need (see claimsLane).
+func (s *state[K, E]) claims(key K) bool { return s.claimsLane(s.lanes[key] != nil) }
+
+// claimsLane is claims for a key whose lane exists or not: direct calls are
+// on (no delay) and the key has no lane.
+func (s *state[K, E]) claimsLane(exists bool) bool {
+	return s.lim.direct && s.lim.delay == 0 && !exists
+}
+
+// laneOf reports whether key has a lane, and whether it holds inputs.
+func (s *state[K, E]) laneOf(key K) (exists, items bool) {
+	l := s.lanes[key]
+	return l != nil, l != nil && l.items.len() > 0
 }
 
 // join takes one input into its lane if the room has space for it; it never

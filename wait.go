@@ -200,7 +200,7 @@ func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 			break
 		}
 		need := l.needOf(e)
-		if !l.share.roomFor(need) {
+		if !l.roomFor(need) {
 			l.share.wants = true
 			break
 		}
@@ -237,7 +237,7 @@ func (l *loop[K, I, O]) needOf(e waitEntry[K, I, O]) budget {
 	if _, ok := l.paused.of(w.key); ok {
 		return budget{}
 	}
-	if w.done == nil && l.lim.direct && l.lim.delay == 0 && l.st.lanes[w.key] == nil {
+	if w.done == nil && l.st.claims(w.key) {
 		return budget{} // it claims the key
 	}
 	return budget{1, w.weight}
@@ -335,4 +335,18 @@ func (l *loop[K, I, O]) refuseWaiting(key K, err error) {
 	}
 	l.answerWaiting(l.left, err)
 	clear(l.left)
+}
+
+// roomFor reports whether the core has room spare for b, the need of the
+// first admission in the line. With several shards it gives what the core
+// holds spare to the shared room and reserves b there first (see
+// share.roomFor): then the core holds what the reservation held.
+func (l *loop[K, I, O]) roomFor(b budget) bool {
+	if l.share.spare == nil || b == (budget{}) {
+		n, w := l.st.spare()
+		return budget{n, w}.holds(b)
+	}
+	got := l.share.roomFor(b, l.takeSpare())
+	l.st.grow(got.n, got.w)
+	return got.holds(b)
 }

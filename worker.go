@@ -12,7 +12,7 @@ import (
 // answered them, their done has returned and OnBatch has been told, so that
 // a slow done or OnBatch holds its own worker, and no other batch waits for
 // it. With several shards a worker is a slot, which shards pass on (see
-// tokens): each job says which shard's loop holds it, and so whom to tell.
+// slots.go): each job says which shard's loop holds it, and so whom to tell.
 // callDone and onBatch also run on the other goroutines that call user code:
 // close's notifier and a direct call's caller. The loop
 // waits for every message these goroutines send it, but each is sent with
@@ -31,7 +31,7 @@ const keepCap = 1024
 
 // worker is a loop's handle on one worker goroutine: with one shard the
 // loop's own, with several a slot's, which one loop at a time holds (see
-// share.takeSlot) and gives back only while it is idle. The loop that holds
+// slots.takeSlot) and gives back only while it is idle. The loop that holds
 // it fills buf with a batch and sends it on jobs only while the worker is
 // idle; the worker reads the batch, clears it, and only then tells the loop
 // it is idle, so the two never touch buf at once. It has no methods: the

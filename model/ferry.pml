@@ -14,7 +14,7 @@
  *             shutdown/flush (loop.go, state.go)
  *   worker    work, finish, reply (worker.go): the call, the release, the
  *             answers (and a Submit's done), then opIdle; started by the
- *             loop's dispatch as batches need them (takeSlot, hold: share.go),
+ *             loop's dispatch as batches need them (takeSlot, hold: slots.go),
  *             up to NW
  *   notifier  callDoneAll, started by loop.close           (worker.go)
  *   flusher   Flush                                        (ferry.go)
@@ -506,7 +506,7 @@ inline release(kk, wk) {
 
 /* handle(opIdle): loop.idleWorker, which pays what the worker's batch owed
  * the round in progress (rounds.paid) and gives it back as idle
- * (share.releaseSlot: with one shard, to the loop's idle list) */
+ * (slots.releaseSlot: with one shard, to the loop's idle list) */
 inline idle(wk) {
 	if
 	:: rnd -> assert(left >= wowe[wk]); left = left - wowe[wk]
@@ -665,7 +665,7 @@ inline settle() {
 }
 
 /* loop.dispatch: a batch on each idle worker while a lane is ready (state.take);
- * share.takeSlot pops an idle worker, or starts one (hold, newWorker) if none
+ * slots.takeSlot pops an idle worker, or starts one (hold, newWorker) if none
  * is idle and fewer than NW (most) have started; a worker is idle again only
  * at its opIdle, once it has answered its batch */
 inline turn() {
@@ -737,7 +737,7 @@ inline endcheck() {
 #else
 	:: closing && busy == 0 && notify == 0 && nidle == nwk && REPORTS == 0 ->
 #endif
-		stopped = 1;                                 /* share.stopWorkers: a stop to each, all idle */
+		stopped = 1;                                 /* slots.stopWorkers: a stop to each, all idle */
 		if
 #ifdef MUT_NO_EXIT_WAIT
 		:: true ->                                   /* MUTATION: no wait for the workers */

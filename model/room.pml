@@ -375,7 +375,7 @@ inline admitPart(op) {
 	:: else -> skip
 	fi;
 	if
-	:: pgrant[p] ->                              /* addGranted */
+	:: pgrant[p] ->                              /* takeRoomOf's state.grow */
 		capn[i] = capn[i] + pn[p]; capw[i] = capw[i] + pw[p];
 		grn = grn - pn[p]; grw = grw - pw[p]; pgrant[p] = 0;
 		assert(op == AMANY)

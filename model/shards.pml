@@ -1,9 +1,9 @@
 /*
  * shards.pml: a SPIN model of how the shards of one ferry share its two
- * bounds, the room (spare) and the workers' slots (the pool), as share.go and
- * loop.go implement them: loop.run, receive, handle's opAdmit and opIdle,
- * dispatch; share.borrowRoom, giveBackRoom, takeSlot, gotSlot,
- * releaseSlot, giveBackIdleSlots; shareOf. A slot is a worker: the pool
+ * bounds, the room (spare) and the workers' slots (the pool), as share.go,
+ * slots.go and loop.go implement them: loop.run, receive, handle's opAdmit
+ * and opIdle, dispatch; share.borrowRoom, giveBackRoom; slots.takeSlot,
+ * gotSlot, releaseSlot, giveBackIdleSlots; shareOf. A slot is a worker: the pool
  * holds idle workers, a shard runs its batches on the workers it holds, and
  * a worker is idle, and its slot free, only once it has answered its batch.
  * Nothing else of the ferry is here: see ferry.pml for one loop's protocol,
@@ -13,7 +13,7 @@
  *   loop     loop.run, receive, handle (opAdmit: state.join's room check;
  *            opIdle: idleWorker, releaseSlot), dispatch; the
  *            inlines and steps reserve, lend, take, unslot, keep stand for
- *            share.borrowRoom, giveBackRoom, takeSlot, releaseSlot,
+ *            share.borrowRoom, giveBackRoom, slots.takeSlot, releaseSlot,
  *            giveBackIdleSlots
  *   worker   work: a job names the loop that holds the worker's slot; the
  *            call, the answer, then opIdle, to that loop (its opRelease,
@@ -94,7 +94,7 @@ byte cap[NS];       /* st.lim.queued: the room the shard holds (grow) */
 byte q[NS];         /* st.queued: inputs waiting */
 byte qa[NS*CMAX];    /* the waiting inputs, in order: callers */
 byte held[NS];      /* the slots, each a worker, the shard holds: len(workers) - len(free) */
-byte flying[NS];    /* of those, busy (share.busy): taken for a batch, no opIdle handled since */
+byte flying[NS];    /* of those, busy (slots.busy): taken for a batch, no opIdle handled since */
 bool starved[NS];   /* l.starved */
 /* ---- what Go's runtime knows: where a loop is, what it was handed ---- */
 bool awake[NS];     /* in a wake-up, from its receive (or slot) to its jobs'
@@ -182,7 +182,7 @@ inline admit1() {
 	fi
 }
 
-/* unslot (loop.idleWorker, share.releaseSlot): the shard's batch is over,
+/* unslot (loop.idleWorker, slots.releaseSlot): the shard's batch is over,
  * its worker idle (opIdle); with its slot it goes back if the shard holds
  * more than its share */
 inline unslot() {
@@ -240,7 +240,7 @@ inline take() {
 	assert(SLOTSOK)
 }
 
-/* keep (share.giveBackIdleSlots): the slots the shard holds and does not
+/* keep (slots.giveBackIdleSlots): the slots the shard holds and does not
  * use go back to the pool */
 inline keep() {
 #ifndef MUT_NO_KEEP

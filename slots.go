@@ -1,0 +1,193 @@
+package ferry
+
+// This file is the workers a shard holds and the slots the shards share:
+// each worker is a slot, good for one batch in flight.
+
+// tokens are the slots for batches that no shard holds, with several shards:
+// free, a channel as big as MaxInFlightBatches with one token in it per free
+// slot, as a set of work desks. A slot is a worker: its token is the worker,
+// idle, or nil for one not started yet, which the shard that takes it starts;
+// so the ferry never has more workers than slots, whichever shards run its
+// batches. A slot is taken without waiting (tryTake), or by a starved loop in
+// its select; put gives one back and never blocks, as the slots taken and not
+// given back are never more than the channel holds. ended counts the shards
+// whose loops have ended, in a channel of one: the last stops the workers in
+// free (see slots.stopWorkers). Zero with one shard. Its methods run on the
+// loops.
+type tokens[K comparable, I, O any] struct {
+	free  chan *worker[K, I, O]
+	ended chan int
+}
+
+// newTokens returns n free slots, whose workers have not started.
+func newTokens[K comparable, I, O any](n int) tokens[K, I, O] {
+	t := tokens[K, I, O]{free: make(chan *worker[K, I, O], n), ended: make(chan int, 1)}
+	for range n {
+		t.free <- nil
+	}
+	t.ended <- 0
+	return t
+}
+
+// tryTake takes a free slot, its worker or nil, and reports false at once if
+// there is none.
+func (t tokens[K, I, O]) tryTake() (*worker[K, I, O], bool) {
+	select {
+	case wk := <-t.free:
+		return wk, true
+	default:
+		return nil, false
+	}
+}
+
+// put gives back a slot, its worker idle, or nil if it has none.
+func (t tokens[K, I, O]) put(wk *worker[K, I, O]) { t.free <- wk }
+
+// slots is the workers a shard holds, each on a slot, by id, and with several
+// shards its side of the slots they share (pool). With one shard they are all
+// its own: it starts them as batches need them, up to most, and keeps them.
+// With several, all of them together are MaxInFlightBatches, so that the
+// batched calls in flight, and the workers, across shards never pass it, while
+// one shard may run all of them: a shard with no idle worker takes a slot from
+// the pool, and starts its worker if it has none. A shard that finds none
+// there is starved: its loop then waits for one beside its inbound channel
+// (see loop.run and gotSlot). As a batch ends and its worker is idle again, a
+// shard keeps it if it holds no more than its own share (own), so that busy
+// shards do not pass slots back and forth, and else gives it back, where a
+// starved shard gets it; at the end of each dispatch it gives back the idle
+// workers it holds (see giveBackIdleSlots). start starts a worker goroutine
+// and returns its handle: a test gives one that starts none. loop: its methods
+// run on the shard's loop goroutine.
+type slots[K comparable, I, O any] struct {
+	pool    tokens[K, I, O]         // the ferry's, with several shards
+	shards  int                     // the ferry's shards: the last to end stops the pool's workers
+	starved bool                    // a lane is ready, but no worker is free and no slot: run waits for one
+	own     int                     // its share of the slots
+	most    int                     // with one shard, the workers it may start: MaxInFlightBatches
+	start   func() *worker[K, I, O] // starts a worker: newWorker, but in tests
+	workers []*worker[K, I, O]      // the workers it holds, each on a slot, by id; nil: an id free
+	idle    []int                   // the ids of those with no batch
+	free    []int                   // the ids free
+}
+
+// takeSlot returns the id of an idle worker for a batch, with its slot, and
+// false if it has none (and, with several shards, marks the shard starved).
+func (sl *slots[K, I, O]) takeSlot() (id int, ok bool) {
+	if n := len(sl.idle); n > 0 {
+		id, sl.idle = sl.idle[n-1], sl.idle[:n-1]
+		return id, true
+	}
+	var wk *worker[K, I, O]
+	if sl.pool.free == nil {
+		if len(sl.workers) == sl.most {
+			return 0, false
+		}
+	} else if wk, ok = sl.pool.tryTake(); !ok {
+		sl.starved = true
+		return 0, false
+	}
+	return sl.hold(wk), true
+}
+
+// gotSlot takes wk, a slot's worker or nil, that the starved loop's select
+// received from the pool, as an idle worker the shard holds.
+func (sl *slots[K, I, O]) gotSlot(wk *worker[K, I, O]) {
+	sl.idle = append(sl.idle, sl.hold(wk))
+}
+
+// hold adds wk, a slot's worker, to those the shard holds, starting it if it
+// is nil, and returns its id.
+func (sl *slots[K, I, O]) hold(wk *worker[K, I, O]) int {
+	if wk == nil {
+		wk = sl.start()
+	}
+	wk.idle = true
+	if n := len(sl.free); n > 0 {
+		id := sl.free[n-1]
+		sl.free = sl.free[:n-1]
+		sl.workers[id] = wk
+		return id
+	}
+	sl.workers = append(sl.workers, wk)
+	return len(sl.workers) - 1
+}
+
+// releaseSlot takes back worker id, which has answered its batch, as idle, or
+// gives it back with its slot if the shard holds more than its share.
+func (sl *slots[K, I, O]) releaseSlot(id int) {
+	sl.workers[id].idle = true
+	if sl.pool.free != nil && len(sl.workers)-len(sl.free) > sl.own {
+		sl.giveBack(id)
+		return
+	}
+	sl.idle = append(sl.idle, id)
+}
+
+// giveBackIdleSlots gives back the idle workers this shard holds, with their
+// slots, at the end of each dispatch, for the other shards.
+func (sl *slots[K, I, O]) giveBackIdleSlots() {
+	if sl.pool.free == nil {
+		return
+	}
+	for _, id := range sl.idle {
+		sl.giveBack(id)
+	}
+	sl.idle = sl.idle[:0]
+}
+
+// giveBack gives worker id back to the pool, with its slot.
+func (sl *slots[K, I, O]) giveBack(id int) {
+	sl.pool.put(sl.workers[id])
+	sl.workers[id] = nil
+	sl.free = append(sl.free, id)
+}
+
+// mayTake reports whether takeSlot may yet find a worker: one is idle, or with
+// one shard fewer than most have started, or with several the shard is not
+// starved (it has not found the pool empty since its dispatch began).
+func (sl *slots[K, I, O]) mayTake() bool {
+	if sl.pool.free == nil {
+		return len(sl.idle) > 0 || len(sl.workers) < sl.most
+	}
+	return !sl.starved
+}
+
+// busy is how many of the workers the shard holds have a batch.
+func (sl *slots[K, I, O]) busy() int {
+	return len(sl.workers) - len(sl.free) - len(sl.idle)
+}
+
+// stopWorkers stops the workers the shard holds, all idle, as its loop ends, and
+// with several shards gives back their slots without them; the last shard
+// to end then stops the workers in the pool, which every other shard has
+// given back by then. Each stopped worker tells the loop, s's, as it exits;
+// stopWorkers returns how many it stopped.
+func (sl *slots[K, I, O]) stopWorkers(s *shard[K, I, O]) int {
+	n := 0
+	for _, wk := range sl.workers {
+		if wk == nil {
+			continue
+		}
+		wk.jobs <- job[K, I, O]{s: s} // a stop: no batch
+		n++
+		if sl.pool.free != nil {
+			sl.pool.put(nil)
+		}
+	}
+	sl.workers, sl.idle, sl.free = nil, nil, nil
+	if sl.pool.free == nil {
+		return n
+	}
+	ended := <-sl.pool.ended + 1
+	sl.pool.ended <- ended
+	if ended < sl.shards {
+		return n
+	}
+	for range cap(sl.pool.free) {
+		if wk := <-sl.pool.free; wk != nil {
+			wk.jobs <- job[K, I, O]{s: s}
+			n++
+		}
+	}
+	return n
+}
