@@ -214,14 +214,14 @@ var pkgPrefix = reflect.TypeFor[callKey]().PkgPath() + "."
 
 // Refusals of a Flush or a Shutdown from user code that would wait for itself.
 var (
-	errFlushInCallback    = errors.New("ferry: Flush from inside a done or OnBatch would wait for it")
-	errShutdownInCallback = errors.New("ferry: Shutdown from inside a done or OnBatch would wait for it")
+	errFlushInCallback    = errors.New("ferry: Flush from inside a done, OnBatch or Retry would wait for it")
+	errShutdownInCallback = errors.New("ferry: Shutdown from inside a done, OnBatch or Retry would wait for it")
 )
 
-// inUserCode reports whether its caller runs inside a done (callDone) or an
-// OnBatch (onBatch) that a ferry runs, or with calls also inside a Call
-// (invoke): inside code whose return the ferry waits for before it ends, or
-// a Flush round before it settles. It reads the names of the functions on
+// inUserCode reports whether its caller runs inside a done (callDone), an
+// OnBatch (onBatch) or a Retry (askRetry) that a ferry runs, or with calls
+// also inside a Call (invoke): inside code whose return the ferry waits for
+// before it ends, or a Flush round before it settles. It reads the names of the functions on
 // the goroutine's stack, generic ones named as "ferry.invoke[...]", inlined
 // or not; it cannot tell one ferry from another. It costs a walk of the
 // stack, about a microsecond: for Close, Flush and Shutdown only.
@@ -241,7 +241,7 @@ func inUserCode(calls bool) bool {
 		fr, more := frames.Next()
 		if name, ok := strings.CutPrefix(fr.Function, pkgPrefix); ok {
 			switch {
-			case strings.HasPrefix(name, "callDone["), strings.HasPrefix(name, "onBatch["):
+			case strings.HasPrefix(name, "callDone["), strings.HasPrefix(name, "onBatch["), strings.HasPrefix(name, "askRetry["):
 				return true
 			case calls && strings.HasPrefix(name, "invoke["):
 				return true

@@ -54,7 +54,9 @@ type Config[K comparable, I any] struct {
 	// starts, and nothing that joined its lane later overtakes the inputs
 	// retried. Close, or (for a direct call) the caller's ctx ending, ends a
 	// backoff at once with the last error (matching ErrClosed on close); with
-	// CancelAbandoned, so does every caller of the batch giving up. nil: never.
+	// CancelAbandoned, so does every caller of the batch giving up. Close
+	// from Retry starts the close and returns at once; Flush and Shutdown
+	// from it return an error at once (as from a done). nil: never.
 	Retry func(key K, attempt int, err error) (backoff time.Duration, ok bool)
 
 	// PauseOnError pauses a key once a call for it fails for good: it

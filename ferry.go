@@ -168,9 +168,9 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 // Answered includes a Submit's done having returned and OnBatch having been told, and the direct
 // calls in flight when Flush is called are waited for too, with their OnBatch. Inputs admitted
 // after it keep their own deadlines. It returns ErrClosed on a closed ferry, or if the ferry
-// closes first. From inside a batched Call of f, a done or an OnBatch it would wait for itself:
-// it returns an error at once (from a done or OnBatch of any ferry: it cannot tell them apart).
-// From a direct call it would wait for itself too: it must not be called there.
+// closes first. From inside a batched Call of f, a done, an OnBatch or a Retry it would wait for
+// itself: it returns an error at once (from a done, OnBatch or Retry of any ferry: it cannot tell
+// them apart). From a direct call it would wait for itself too: it must not be called there.
 func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
 		return errFlushInCall
@@ -206,8 +206,8 @@ func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 // ignores its context holds it up. It returns nil, and may be called more
 // than once and concurrently.
 //
-// From inside user code that a ferry runs (a Call, batched or direct, a done
-// or an OnBatch) Close cannot wait for that code: it starts the close and
+// From inside user code that a ferry runs (a Call, batched or direct, a
+// done, an OnBatch or a Retry) Close cannot wait for that code: it starts the close and
 // returns nil at once, and the ferry finishes closing once that code has
 // returned; a Close from elsewhere, before or after, waits as usual. It tells
 // this by the ferry's functions on its goroutine's stack, so it does the same
@@ -231,10 +231,10 @@ func (f *Ferry[K, I, O]) Close() error {
 // Shutdown stops admitting inputs (Do gets ErrClosed), runs every waiting
 // input without waiting for deadlines, then closes the ferry. It blocks until
 // that is done (nil) or ctx ends (ctx's error, the shutdown going on: Close
-// ends it; at once if ctx had ended). From inside a batched Call of f, a done
-// or an OnBatch (of any ferry, as Flush) it would wait for itself: it returns
-// an error at once and starts nothing. From a direct call it must not be
-// called.
+// ends it; at once if ctx had ended). From inside a batched Call of f, a
+// done, an OnBatch or a Retry (of any ferry, as Flush) it would wait for
+// itself: it returns an error at once and starts nothing. From a direct call
+// it must not be called.
 func (f *Ferry[K, I, O]) Shutdown(ctx context.Context) error {
 	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
 		return errShutdownInCall
