@@ -29,7 +29,7 @@ type reported[K comparable] struct {
 // cancels it at once if the ferry is closing.
 func (l *loop[K, I, O]) directStarted(key K, cancel context.CancelCauseFunc) {
 	if l.closing {
-		go cancel(ErrClosed) // see close
+		l.out.cancels = append(l.out.cancels, cancel) // see close
 		return
 	}
 	d := l.directs[key]

@@ -182,7 +182,7 @@ func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 	for i, s := range f.shards { // every shard starts its round before any is waited for
 		c := make(chan error, 1)
 		cs[i] = c
-		if !s.send(msg[K, I, O]{op: opFlush, cancel: func(err error) { c <- err }}) {
+		if !s.send(msg[K, I, O]{op: opFlush, flushed: c}) {
 			return ErrClosed
 		}
 	}

@@ -62,10 +62,10 @@ type loop[K comparable, I, O any] struct {
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
 
-	share   share[K, I, O] // the room the shards share
-	slots   slots[K, I, O] // the workers it holds, and the slots the shards share
-	batch   []msg[K, I, O] // one wake-up's messages, with several shards: see receive
-	started []job[K, I, O] // the batches a dispatch took, sent once it has lent its room
+	share share[K, I, O]  // the room the shards share
+	slots slots[K, I, O]  // the workers it holds, and the slots the shards share
+	batch []msg[K, I, O]  // one wake-up's messages, with several shards: see receive
+	out   outbox[K, I, O] // what the wake-up sends at its end: see sendOut
 
 	stamps  bool          // OnBatch without a MaxBatchDelay: the loop stamps inputs, see stamp
 	stamped bool          // at is this wake-up's
@@ -167,8 +167,8 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	}
 	l.admitWaiting(now) // into what the messages freed, before it is lent
 	l.giveBackRoom()    // what the messages freed, before their words: see replyAfterLend
-	l.share.sendReplies()
-	l.settle() // after the words, which Flush waits for; before dispatch, as a round it starts makes lanes due
+	l.settle()          // before dispatch, as a round it starts makes lanes due
+	l.sendOut()         // the words, then the Flushes' answers
 	l.dispatch(now)
 }
 
@@ -211,7 +211,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	case opOnBatchPanicked:
 		l.tally.OnBatchPanics++
 	case opFlush:
-		l.flush(m.cancel)
+		l.flush(m.flushed)
 	case opExit:
 		l.exited++
 	case opStats:
@@ -294,7 +294,7 @@ func (l *loop[K, I, O]) drop(w *waiter[K, I, O], now time.Duration) {
 	if _, ok := l.st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
 		l.tally.Dropped++
 		l.rounds.countIf(w.tk.seq <= l.rounds.seq())
-		l.share.replyAfterLend(later[K, I, O]{c: w.c, r: result[O]{err: errDropped}}) // w.c is empty: it had no answer
+		l.replyAfterLend(later[K, I, O]{c: w.c, r: result[O]{err: errDropped}}) // w.c is empty: it had no answer
 		return
 	}
 	l.gaveUp(w)
@@ -416,12 +416,7 @@ func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	}
 	l.slots.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
 	l.giveBackRoom()            // before the batches start: their callers may come back to another shard
-	l.share.sendReplies()       // of the admissions waiting let in, after the lend
-	for _, j := range l.started {
-		l.slots.workers[j.id].jobs <- j
-	}
-	clear(l.started)
-	l.started = l.started[:0]
+	l.sendOut()                 // the words of the admissions waiting let in, then the batches
 	// With every worker busy, or no slot, nothing can start before a release
 	// or a slot, which wake the loop anyway; a due lane must not keep the
 	// alarm ringing meanwhile.
@@ -465,7 +460,7 @@ func (l *loop[K, I, O]) take(now time.Duration) bool {
 				w.tk = inFlight(id, l.tally.Batches)
 			}
 		}
-		l.started = append(l.started, j)
+		l.out.starts = append(l.out.starts, j)
 		took = true
 	}
 	return took
@@ -498,11 +493,11 @@ func (l *loop[K, I, O]) close() {
 	l.s.cancel(ErrClosed)
 	for _, d := range l.directs {
 		if d.cancel != nil {
-			go d.cancel(ErrClosed)
+			l.out.cancels = append(l.out.cancels, d.cancel)
 		}
 	}
-	for _, tell := range l.rounds.abort() {
-		tell(ErrClosed)
+	for _, c := range l.rounds.abort() {
+		l.out.flushes = append(l.out.flushes, flushAnswer{c, ErrClosed})
 	}
 }
 
@@ -514,6 +509,7 @@ func (l *loop[K, I, O]) end() bool {
 	st := l.st
 	if st.shuttingDown && st.idle() {
 		l.close()
+		l.sendOut()
 	}
 	if !l.closing || st.busy > 0 || l.notify > 0 || l.chains > 0 || len(l.pausing) > 0 || l.slots.busy() > 0 || len(l.reports) > 0 {
 		return false
@@ -545,7 +541,7 @@ func (l *loop[K, I, O]) end() bool {
 			p.err = ErrClosed
 			p.c <- struct{}{}
 		case opFlush:
-			m.cancel(ErrClosed)
+			m.flushed <- ErrClosed
 		case opStats:
 			m.stats <- l.s.last
 		}

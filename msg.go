@@ -30,7 +30,7 @@ const (
 	opOnBatchPanicked           // a worker's OnBatch panicked
 	opExit                      // from a worker: it has gone
 	opStats                     // from Stats: reply on m.stats
-	opFlush                     // from Flush: m.cancel is its reply
+	opFlush                     // from Flush: its answer goes on m.flushed
 	opClose                     // from Close
 	opShutdown                  // from Shutdown
 	opRetry                     // from worker m.worker, before a retry: which of the inputs on m.ask still have a caller
@@ -54,7 +54,8 @@ type msg[K comparable, I, O any] struct {
 	fin      chan struct{}    // opNotified from a paused key's notifier: the completions it ran, over
 	w        *waiter[K, I, O] // for opRelease byCaller, set if an opReported with it is to come
 	stats    chan Stats
-	cancel   context.CancelCauseFunc // opStart; for opFlush, the reply
+	cancel   context.CancelCauseFunc // opStart: how close cancels the direct call
+	flushed  chan error              // opFlush: its answer, capacity 1
 	ask      *ask                    // opRetry: the question, and where the answer goes
 }
 

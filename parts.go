@@ -65,7 +65,7 @@ func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Dur
 			g.count.done(paused)
 		}
 	}
-	l.share.replyAfterLend(later[K, I, O]{p: p}) // room held or granted may have been let go
+	l.replyAfterLend(later[K, I, O]{p: p}) // room held or granted may have been let go
 	return true
 }
 
@@ -126,7 +126,7 @@ func (l *loop[K, I, O]) dropPart(g *group[K, I, O], i int32, now time.Duration) 
 			l.gaveUp(w)
 		}
 	}
-	l.share.replyAfterLend(later[K, I, O]{p: p})
+	l.replyAfterLend(later[K, I, O]{p: p})
 }
 
 // dropOne drops w if it still waits, and counts it.

@@ -1,7 +1,5 @@
 package ferry
 
-import "context"
-
 // This file is the Flush rounds: what a Flush waits for, counted down by the
 // loop as its messages come. rounds is pure bookkeeping: no channels, no
 // clock, no user code; the replies it hands back are the loop's to call.
@@ -15,7 +13,7 @@ type round struct {
 	seq     uint64 // inputs with seqs up to this count
 	claims  uint64 // direct calls claimed up to this one count
 	left    int
-	replies []context.CancelCauseFunc
+	replies []chan error
 }
 
 // owed is what a worker's batch owes a Flush round, told by its opIdle: n
@@ -30,14 +28,14 @@ type owed struct {
 // Flushes that wait for the round after it, as one loop runs one round at a
 // time. loop: its methods run on the shard's loop goroutine.
 type rounds struct {
-	cur    *round                    // the round in progress
-	queued []context.CancelCauseFunc // Flushes for the round after it
-	n      uint64                    // rounds started
+	cur    *round       // the round in progress
+	queued []chan error // Flushes for the round after it
+	n      uint64       // rounds started
 }
 
 // wait queues a Flush's reply for the next round, and reports whether a
 // round must start now: none is in progress.
-func (rs *rounds) wait(reply context.CancelCauseFunc) bool {
+func (rs *rounds) wait(reply chan error) bool {
 	rs.queued = append(rs.queued, reply)
 	return rs.cur == nil
 }
@@ -89,7 +87,7 @@ func (rs *rounds) paid(o owed) {
 // replies of its Flushes, to be told nil; ok is false, and nothing changes,
 // if no round is over. The next round, if Flushes are queued, is the
 // loop's to start: its count needs the loop's state.
-func (rs *rounds) over() (replies []context.CancelCauseFunc, ok bool) {
+func (rs *rounds) over() (replies []chan error, ok bool) {
 	if rs.cur == nil || rs.cur.left > 0 {
 		return nil, false
 	}
@@ -103,8 +101,8 @@ func (rs *rounds) pending() bool { return len(rs.queued) > 0 }
 
 // abort ends every round, for a close, and returns every Flush's reply, the
 // round's and those queued, to be told ErrClosed.
-func (rs *rounds) abort() []context.CancelCauseFunc {
-	var all []context.CancelCauseFunc
+func (rs *rounds) abort() []chan error {
+	var all []chan error
 	if rs.cur != nil {
 		all = rs.cur.replies
 		rs.cur = nil
@@ -116,9 +114,9 @@ func (rs *rounds) abort() []context.CancelCauseFunc {
 
 // flush makes a Flush wait for a round, starting one if none is in progress;
 // at close it answers ErrClosed.
-func (l *loop[K, I, O]) flush(reply context.CancelCauseFunc) {
+func (l *loop[K, I, O]) flush(reply chan error) {
 	if l.closing {
-		reply(ErrClosed)
+		l.out.flushes = append(l.out.flushes, flushAnswer{reply, ErrClosed})
 		return
 	}
 	if l.rounds.wait(reply) {
@@ -165,8 +163,8 @@ func (l *loop[K, I, O]) settle() {
 		if !ok {
 			return
 		}
-		for _, tell := range replies {
-			tell(nil)
+		for _, c := range replies {
+			l.out.flushes = append(l.out.flushes, flushAnswer{c, nil})
 		}
 		if l.rounds.pending() && !l.closing {
 			l.startRound()

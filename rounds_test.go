@@ -12,9 +12,13 @@ import (
 // the next; close ends them all.
 func TestRounds(t *testing.T) {
 	var told []string
-	reply := func(name string) func(error) {
-		return func(err error) { told = append(told, name+":"+errText(err)) }
+	names := make(map[chan error]string)
+	reply := func(name string) chan error {
+		c := make(chan error, 1)
+		names[c] = name
+		return c
 	}
+	tell := func(c chan error, err error) { told = append(told, names[c]+":"+errText(err)) }
 	var rs rounds
 	_, ok := rs.over()
 	assert.False(t, ok, "no round")
@@ -40,7 +44,7 @@ func TestRounds(t *testing.T) {
 	replies, ok := rs.over()
 	require.True(t, ok)
 	for _, r := range replies {
-		r(nil)
+		tell(r, nil)
 	}
 	assert.Equal(t, []string{"a:nil"}, told)
 	assert.True(t, rs.pending(), "b waits")
@@ -51,7 +55,7 @@ func TestRounds(t *testing.T) {
 	assert.False(t, ok)
 	assert.False(t, rs.wait(reply("c")))
 	for _, r := range rs.abort() {
-		r(ErrClosed)
+		tell(r, ErrClosed)
 	}
 	assert.Equal(t, []string{"a:nil", "b:" + ErrClosed.Error(), "c:" + ErrClosed.Error()}, told)
 	assert.False(t, rs.pending())

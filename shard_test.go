@@ -469,14 +469,23 @@ func TestFlushIsToldAfterTheDropsItWaitedFor(t *testing.T) {
 		s.inc <- msg[string, in, int]{op: opAdmit, w: w}
 		synctest.Wait()
 		assert.Equal(t, 1, h.f.Stats().Queued, "w waits for a slot")
-		told := make(chan int, 1) // the words in w.c when the Flush is told
-		s.inc <- msg[string, in, int]{op: opFlush, cancel: func(error) { told <- len(w.c) }}
+		flushed := make(chan error) // unbuffered: the loop's answer waits for the test
+		s.inc <- msg[string, in, int]{op: opFlush, flushed: flushed}
 		synctest.Wait()
-		assert.Empty(t, told, "the round waits for w")
+		select {
+		case <-flushed:
+			t.Fatal("the round waits for w")
+		default:
+		}
 		s.inc <- msg[string, in, int]{op: opDrop, w: w}
 		synctest.Wait()
-		require.Len(t, told, 1)
-		assert.Equal(t, 1, <-told, "w's caller had its word when the Flush was told")
+		select {
+		case err := <-flushed:
+			assert.NoError(t, err)
+			assert.Len(t, w.c, 1, "w's caller had its word when the Flush was told")
+		default:
+			t.Fatal("the Flush is told once w is dropped")
+		}
 		assert.Equal(t, result[int]{err: errDropped}, <-w.c)
 		h.hold <- struct{}{}
 		h.hold <- struct{}{}

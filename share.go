@@ -205,9 +205,8 @@ type share[K comparable, I, O any] struct {
 
 	spare room // the ferry's, with several shards
 
-	replies []later[K, I, O] // words on room freed, with several shards: see replyAfterLend
-	lanes   map[K]laneGuess  // need's guesses within one wake-up, with direct calls: see claims
-	resumed map[K]bool       // keys need read a Resume of within one wake-up
+	lanes   map[K]laneGuess // need's guesses within one wake-up, with direct calls: see claims
+	resumed map[K]bool      // keys need read a Resume of within one wake-up
 
 	// With WaitForRoom and several shards: the shard's reservation on the
 	// room given back (see pool), for the first admission in its wait line.
@@ -420,31 +419,6 @@ func (sh *share[K, I, O]) roomFor(b, has budget) budget {
 	return got
 }
 
-// replyAfterLend sends x, a word on room that may have been freed, at once
-// with one shard; with several, once the wake-up has handled its messages
-// and lent what they freed (see giveBackRoom), so that the caller, who may
-// ask another shard for room as soon as it has the word, finds it there, as
-// it would in one loop. Until then the room stays with this shard, for the admissions among
-// the wake-up's messages. The words go before a Flush that waits for them is
-// told (see loop.receive).
-func (sh *share[K, I, O]) replyAfterLend(x later[K, I, O]) {
-	if sh.spare == nil {
-		x.send()
-		return
-	}
-	sh.replies = append(sh.replies, x)
-}
-
-// sendReplies sends the words replyAfterLend held back, once the wake-up
-// has lent what its messages freed.
-func (sh *share[K, I, O]) sendReplies() {
-	for _, x := range sh.replies {
-		x.send()
-	}
-	clear(sh.replies)
-	sh.replies = sh.replies[:0]
-}
-
 // borrowRoom borrows from the shared room what the admissions among ms, one
 // wake-up's messages, lack in the core (see share.borrowRoom), unless the
 // core refuses every admission.
@@ -470,24 +444,6 @@ func (l *loop[K, I, O]) takeSpare() budget {
 	n, w := l.st.spare()
 	l.st.grow(-n, -w)
 	return budget{n, w}
-}
-
-// later is the loop's word on a drop, or on a DoMany's part (which may let
-// go of room held or granted): a result on c, or else a word on p.c.
-// loop: its one method runs on the loop goroutine.
-type later[K comparable, I, O any] struct {
-	c chan result[O]
-	r result[O]
-	p *part[K, I, O]
-}
-
-// send sends the word, on the loop goroutine.
-func (x later[K, I, O]) send() {
-	if x.p != nil {
-		x.p.c <- struct{}{}
-	} else {
-		x.c <- x.r
-	}
 }
 
 // borrow takes from spare, in one step, the room for all of g's inputs, a

@@ -263,7 +263,7 @@ func (l *loop[K, I, O]) grant(g *group[K, I, O], i int32, need budget, now time.
 func (l *loop[K, I, O]) borrowWait(g *group[K, I, O], i int32) {
 	if !l.admits() {
 		g.parts[i].err = ErrClosed
-		l.share.replyAfterLend(later[K, I, O]{p: &g.parts[i]})
+		l.replyAfterLend(later[K, I, O]{p: &g.parts[i]})
 		return
 	}
 	l.waits.pushPart(g, i, true)
@@ -279,7 +279,7 @@ func (l *loop[K, I, O]) leave(m msg[K, I, O]) {
 		if l.waits.leavePart(g, m.part) {
 			l.takeRoomOf(&g.parts[m.part]) // lent back as the wake-up ends
 			g.parts[m.part].err = errDropped
-			l.share.replyAfterLend(later[K, I, O]{p: &g.parts[m.part]})
+			l.replyAfterLend(later[K, I, O]{p: &g.parts[m.part]})
 		}
 		return
 	}

@@ -430,7 +430,7 @@ inline countOld(ii) {
 }
 
 /* loop.handle(opDrop) for a Do. The word on a drop goes through
- * share.replyAfterLend,
+ * loop.replyAfterLend,
  * which with one shard sends it at once, as here (with several it waits for
  * the wake-up's lend, in turn: see shards.pml) */
 inline dropDo(cc) {

@@ -20,7 +20,7 @@
  *           state.release), dispatch (state.take, one worker), reject; the
  *           inlines need, borrowRoom, lend stand for share.need (with
  *           claims, joins, released), share.borrowRoom, share.giveBackRoom
- *           and sendReplies
+ *           and loop.sendOut
  *   worker  work: the call, then opRelease, then the answer
  *   doer    Ferry.Do (doInput, finishDo, direct: opRelease after the call)
  *           or Ferry.Submit (its admission: join, never a claim)
@@ -430,7 +430,7 @@ inline handleAll() {
 	k = 0; x = 0; nb = 0
 }
 
-/* share.sendReplies: the words on the parts, after the lend */
+/* loop.sendOut: the words on the parts, after the lend */
 inline sendWords() {
 	assert(nwd == 0 || SPN(i) == 0 && SPW(i) == 0);  /* after the lend: see rejok */
 	k = 0;
@@ -516,7 +516,7 @@ end_l:
 		}
 	:: else -> skip
 	fi;
-	/* giveBackRoom, sendReplies, dispatch's take */
+	/* giveBackRoom, sendOut, dispatch's take */
 	if
 	:: atomic { SPN(i) > 0 || SPW(i) > 0 -> lendTake() };
 	   atomic { lendPut(); lgn[i] = 0; lgw[i] = 0; sendWords(); take() }
