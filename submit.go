@@ -9,7 +9,7 @@ import "context"
 // submitInput is Ferry.Submit.
 func submitInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in I, done func(O, error)) error {
 	if ctx.Err() != nil {
-		return ctxErr(ctx)
+		return dropErr(ctx) // nothing admitted
 	}
 	w := f.pools.getSub()
 	if err := w.prepare(f, in); err != nil {
