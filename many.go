@@ -20,7 +20,7 @@ type group[K comparable, I, O any] struct {
 	errs  []error
 	count countdown // of the inputs not yet answered
 	parts []part[K, I, O]
-	lost  bool // a shard may yet send a word on a part's c that no one waits for: never pooled
+	lost  bool // a shard may yet send a word on a part's c that no one waits for, or read a leave: never pooled
 }
 
 // part is a group's inputs in one shard, which that shard's loop admits,
@@ -250,7 +250,9 @@ func (g *group[K, I, O]) sendParts(first int) {
 
 // awaitPart waits for the word on part i of g, sent by sendParts, as
 // requestWaiting does: if ctx ends first, it asks the loop to take the part
-// out of its line and returns errDropped if it did.
+// out of its line and returns errDropped if it did. If the part's word came
+// before the loop read the leave, the loop reads g when it does, later: g is
+// then never pooled (lost).
 func (g *group[K, I, O]) awaitPart(ctx context.Context, i int) error {
 	p := &g.parts[i]
 	if p.unsent {
@@ -259,7 +261,9 @@ func (g *group[K, I, O]) awaitPart(ctx context.Context, i int) error {
 	_, err := await(p.s, p.c, ctx.Done())
 	if err == errCancelled {
 		p.s.send(msg[K, I, O]{op: opLeave, w: &g.ws[0], part: int32(i)})
-		_, err = await(p.s, p.c, nil)
+		if _, err = await(p.s, p.c, nil); err == nil && p.err != errDropped {
+			g.lost = true // the leave is yet to be read
+		}
 	}
 	if err != nil {
 		g.lost = true // the loop's last read may yet answer it
