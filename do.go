@@ -9,7 +9,7 @@ import "context"
 func doInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in I) (O, error) {
 	var zero O
 	if ctx.Err() != nil {
-		return zero, ctxErr(ctx)
+		return zero, dropErr(ctx) // nothing admitted
 	}
 	w := f.pools.getDo()
 	if err := w.prepare(f, in); err != nil {
@@ -37,10 +37,7 @@ func doInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in 
 	case ErrClosed:
 		return zero, ErrClosed // w is not pooled: the loop's last read may yet answer it
 	default:
-		if abandon(s, w) {
-			return zero, dropErr(ctx)
-		}
-		return zero, ctxErr(ctx)
+		return abandon(ctx, s, w)
 	}
 }
 
@@ -57,27 +54,38 @@ func finishDo[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w 
 
 // abandon drops w's input if it still waits, for a caller whose ctx ended,
 // and waits for one word on w.c, so that an input whose caller has returned
-// never joins a call after that. It reports whether the input reached no
-// call: dropped, or its key claimed for a direct call not made. Only a
-// dropped w goes back to the pool: in every other case the loop or a worker
-// may still send on w.c.
-func abandon[K comparable, I, O any](s *shard[K, I, O], w *waiter[K, I, O]) bool {
+// never joins a call after that; it returns the Do's answer. Dropped, or its
+// key claimed for a direct call not made: ctx's error and ErrDropped. Taken
+// by a call (errKept): ctx's error alone. An answer there before the word
+// (the loop's refusal as the key paused or the ferry closed, or a call's
+// answer): that answer, so that ctx's error alone always means that a call
+// took the input. Only a dropped w goes back to the pool: in every other
+// case the loop or a worker may still send on w.c.
+func abandon[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *waiter[K, I, O]) (O, error) {
+	var zero O
 	select {
 	case s.inc <- msg[K, I, O]{op: opDrop, w: w}:
 	case <-s.done:
-		return false
 	}
+	var r result[O]
 	select {
-	case r := <-w.c:
-		switch r.err {
-		case errDropped:
-			s.f.pools.putDo(w)
-			return true
-		case errClaimed:
-			s.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: byCaller}
-			return true
+	case r = <-w.c:
+	case <-s.done: // every answer but the final drain's ErrClosed was sent before
+		select {
+		case r = <-w.c:
+		default:
+			return zero, ErrClosed
 		}
-	case <-s.done:
 	}
-	return false
+	switch {
+	case r.err == errDropped:
+		s.f.pools.putDo(w)
+		return zero, dropErr(ctx)
+	case r.err == errClaimed:
+		s.inc <- msg[K, I, O]{op: opRelease, key: w.key, worker: byCaller}
+		return zero, dropErr(ctx)
+	case r.err == errKept:
+		return zero, ctxErr(ctx)
+	}
+	return r.out, r.err
 }

@@ -82,9 +82,11 @@ var (
 	// of its batch has given up, with Config.CancelAbandoned; as ErrClosed.
 	ErrAbandoned = errors.New("ferry: every caller gave up")
 	// ErrDropped is matched, beside ctx's error, by the error of a Do whose
-	// ctx ended while its input waited: the input was dropped before any
-	// call took it, and is safe to send again. A Do whose input a call had
-	// taken gets ctx's error alone, as the call may still succeed.
+	// ctx ended while its input waited, or before Do (likewise a DoMany's
+	// input, a Submit): the input was dropped before any call took it, and
+	// is safe to send again. A Do whose input a call had taken gets ctx's
+	// error alone, as the call may still succeed: ctx's error alone always
+	// means that.
 	ErrDropped = errors.New("ferry: dropped before its call")
 	// ErrPaused is matched, beside the failure that paused the key, by the
 	// error of every input of a key paused with Config.PauseOnError: those

@@ -113,7 +113,10 @@ const incSize = 1024
 // input still waited (one message there and back, not the call's end): if
 // it did, it is dropped and the error also matches ErrDropped (no call will
 // see it: safe to send again); if a call had taken it, the error is ctx's
-// alone, and the call may still succeed.
+// alone, and the call may still succeed; if its answer had come meanwhile (a
+// refusal as its key paused or the ferry closed, or its call's answer), that
+// answer. So ctx's error alone always means that a call took the input. A
+// ctx that had ended before Do admits nothing: ctx's error and ErrDropped.
 //
 // Close answers a waiting Do with ErrClosed, and one whose call is in flight
 // with the call's answer, which, if the call fails once close has ended its
@@ -122,7 +125,7 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) { return doInp
 
 // Submit admits in and returns at once, without waiting for its output: nil when admitted,
 // else the error Do would give at admission (ErrRejected, ErrClosed, ErrPaused, a negative
-// weight, or ctx's error if ctx had ended). With Config.WaitForRoom it blocks while the room is
+// weight, or ctx's error and ErrDropped if ctx had ended). With Config.WaitForRoom it blocks while the room is
 // full, until room frees or ctx ends (then ctx's error, matching ErrDropped: not admitted, and
 // done is never called). ctx bounds the admission alone: once Submit has returned nil
 // the input is the ferry's, whatever ctx does, and done (if not nil) is called exactly once,
@@ -147,12 +150,15 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 // DoMany submits ins in one admission and waits for all their outputs, in order. If the room
 // cannot hold them all, none is admitted and it returns ErrRejected (with Config.WaitForRoom it
 // waits until the room holds them all, and if ctx ends first, the error is an Errors whose every
-// entry matches ctx's error and ErrDropped: none was admitted). If ctx ends first it returns
-// ctx's error once its shards have said which inputs still waited (one message to each and
-// back), and drops those: then the error is an Errors with one entry per input, each matching
-// ctx's error, and also ErrDropped for an input dropped before any call took it (safe to send
-// again; the others may yet succeed). Otherwise the error is nil when every input succeeded, or
-// an Errors with one entry per input when any failed.
+// entry matches ctx's error and ErrDropped: none was admitted; so too if ctx had ended before
+// DoMany). If ctx ends first it returns once its shards have said which inputs still waited (one
+// message to each and back), and drops those. If every other input has been answered by then,
+// it returns as below, with ctx's error and ErrDropped for each input dropped. Else the error is
+// ctx's, or, if any input was dropped or answered without a call (ErrPaused, ErrClosed), an
+// Errors with one entry per input: ctx's error and ErrDropped for one dropped before any call
+// took it (safe to send again), the answer for one answered without a call, and ctx's error
+// alone for one a call took, which may yet succeed. Otherwise the error is nil when every
+// input succeeded, or an Errors with one entry per input when any failed.
 //
 // An empty ins gives (empty, nil) at once; more inputs than MaxQueued, or weights that sum past
 // MaxInt64, are ErrRejected; a negative weight or a bad key in any input refuses them all. The

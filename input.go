@@ -28,6 +28,7 @@ type waiter[K comparable, I, O any] struct {
 	i       int   // DoMany: its index in g
 	part    int32 // DoMany: its part of g, the inputs in its shard
 	dropped bool  // DoMany: dropped for its caller, before any call: loop-owned, written before the part's word; caller-owned if its part never went in (see group.admit)
+	refused bool  // DoMany: answered before any call (its key paused, the ferry closed, its part never let in): written with its answer, as dropped
 	gone    bool  // loop-owned: taken by a call, and its caller has given up since (Do, DoMany): not retried
 
 	after, fin chan struct{} // a direct call's, with OnBatch, written by the loop before errClaimed: see loop.completing

@@ -478,7 +478,7 @@ func (l *loop[K, I, O]) close() {
 	l.closeWaits()
 	l.drained = l.st.drain(l.drained[:0])
 	var subs []*waiter[K, I, O]
-	for _, i := range reply(l.drained, nil, nil, ErrClosed, nil) {
+	for _, i := range refuse(l.drained, ErrClosed, nil) {
 		subs = append(subs, l.drained[i])
 	}
 	if len(subs) > 0 { // done is user code: off the loop, which waits for it
@@ -499,6 +499,19 @@ func (l *loop[K, I, O]) close() {
 	for _, c := range l.rounds.abort() {
 		l.out.flushes = append(l.out.flushes, flushAnswer{c, ErrClosed})
 	}
+}
+
+// refuse answers ws, inputs that waited in lanes and that no call took,
+// with err, as reply does, and returns the Submits' indexes appended to
+// subs: a DoMany's are marked refused first, before their answer counts
+// down (see group.abandon). It runs on the loop.
+func refuse[K comparable, I, O any](ws []*waiter[K, I, O], err error, subs []int) []int {
+	for _, w := range ws {
+		if w.g != nil {
+			w.refused = true
+		}
+	}
+	return reply(ws, nil, nil, err, subs)
 }
 
 // end moves the close along and reports whether the loop is over: a room

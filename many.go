@@ -20,7 +20,7 @@ type group[K comparable, I, O any] struct {
 	errs  []error
 	count countdown // of the inputs not yet answered
 	parts []part[K, I, O]
-	lost  bool // a shard may yet send a word on a part's c that no one waits for: never pooled
+	lost  bool // a shard may yet send a word on a part's c that no one waits for, or read a leave: never pooled
 }
 
 // part is a group's inputs in one shard, which that shard's loop admits,
@@ -60,7 +60,7 @@ func doInputs[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in
 		return []O{}, nil
 	}
 	if ctx.Err() != nil {
-		return nil, ctxErr(ctx)
+		return nil, dropErrs(ctx, len(ins)) // nothing admitted
 	}
 	g := f.pools.getGroup(len(ins))
 	var total int64 // of all the parts: it may pass MaxInt64 though each part's does not
@@ -91,7 +91,7 @@ func doInputs[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in
 	got, err := g.admit(ctx, f, total)
 	if err != nil {
 		if err == errDropped { // ctx ended while it waited for room
-			err = g.dropped(ctx)
+			err = dropErrs(ctx, len(g.ws))
 		}
 		g.count.take()      // nothing was admitted: no one else holds it
 		f.pools.putGroup(g) // unless a shard may yet answer into it
@@ -103,15 +103,25 @@ func doInputs[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in
 	select {
 	case <-g.count.fin:
 	case <-ctx.Done():
-		return nil, g.abandon(ctx, f)
+		return g.abandon(ctx, f)
 	}
 	g.count.take() // put back before fin by the last answer: empty again for the next use
+	return g.answers(ctx, f)
+}
+
+// answers returns g's outputs and errors once every input has been
+// answered, or dropped for its caller (ctx's error and ErrDropped), and
+// pools g unless a shard may yet send into it.
+func (g *group[K, I, O]) answers(ctx context.Context, f *Ferry[K, I, O]) ([]O, error) {
 	outs := g.outs
 	var errs Errors
 	for i, err := range g.errs {
+		if g.ws[i].dropped {
+			err = dropErr(ctx)
+		}
 		if err != nil {
 			if errs == nil {
-				errs = make(Errors, len(ins))
+				errs = make(Errors, len(g.ws))
 			}
 			errs[i] = err
 		}
@@ -210,7 +220,7 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 		for k := range g.ws {
 			if w := &g.ws[k]; w.part == int32(i) {
 				g.errs[w.i] = err
-				w.dropped = dropped // caller-owned here: the loop never let it in
+				w.dropped, w.refused = dropped, !dropped // caller-owned here: the loop never let it in
 				got++
 			}
 		}
@@ -240,7 +250,9 @@ func (g *group[K, I, O]) sendParts(first int) {
 
 // awaitPart waits for the word on part i of g, sent by sendParts, as
 // requestWaiting does: if ctx ends first, it asks the loop to take the part
-// out of its line and returns errDropped if it did.
+// out of its line and returns errDropped if it did. If the part's word came
+// before the loop read the leave, the loop reads g when it does, later: g is
+// then never pooled (lost).
 func (g *group[K, I, O]) awaitPart(ctx context.Context, i int) error {
 	p := &g.parts[i]
 	if p.unsent {
@@ -249,7 +261,9 @@ func (g *group[K, I, O]) awaitPart(ctx context.Context, i int) error {
 	_, err := await(p.s, p.c, ctx.Done())
 	if err == errCancelled {
 		p.s.send(msg[K, I, O]{op: opLeave, w: &g.ws[0], part: int32(i)})
-		_, err = await(p.s, p.c, nil)
+		if _, err = await(p.s, p.c, nil); err == nil && p.err != errDropped {
+			g.lost = true // the leave is yet to be read
+		}
 	}
 	if err != nil {
 		g.lost = true // the loop's last read may yet answer it
@@ -292,53 +306,68 @@ func giveBack[K comparable, I, O any](f *Ferry[K, I, O], b budget) {
 	f.spare.put(p)
 }
 
-// dropped is the error of a DoMany whose ctx ended while it waited for
-// room: each input's is ctx's error and ErrDropped, as none was admitted.
-func (g *group[K, I, O]) dropped(ctx context.Context) error {
-	err := dropErr(ctx)
-	errs := make(Errors, len(g.ws))
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
+// dropErrs is the error of a DoMany of n inputs none of which was
+// admitted as ctx ended: each input's is ctx's error and ErrDropped.
+func dropErrs(ctx context.Context, n int) error {
+	return errsOf(nil, n, dropErr(ctx))
 }
 
 // abandon drops the inputs of g that still wait, for a DoMany whose ctx
-// ended, and returns ctx's error: if any input was dropped, an Errors with
-// ctx's error for each input, which also matches ErrDropped for each one
-// dropped before any call took it. g goes back to the pool only if nothing
-// can answer into it any more.
-func (g *group[K, I, O]) abandon(ctx context.Context, f *Ferry[K, I, O]) error {
-	err := ctxErr(ctx)
+// ended, and returns its answer. If every input not dropped has been
+// answered by then, those answers stand, as at the DoMany's end (see
+// answers). Else, with answers still to come, each input's error is ctx's
+// alone (a call took it and may yet succeed), or for one the loop answered
+// before any call did (refused: its key paused, the ferry closed, or its
+// part never let in) that answer, or for one dropped ctx's error and
+// ErrDropped: an Errors, unless every input's is ctx's alone; and g is never
+// pooled. So ctx's error alone always means that a call took the input.
+func (g *group[K, I, O]) abandon(ctx context.Context, f *Ferry[K, I, O]) ([]O, error) {
 	dropped := 0
 	for i := range g.parts {
 		if g.parts[i].gone {
 			continue // never admitted, and answered already
 		}
 		if g.request(i, opDropMany) != nil {
-			return err
+			continue // its shard ended, once every input of the part was answered
 		}
 		dropped += g.parts[i].dropped
 	}
-	if dropped > 0 { // each input's verdict: dropped, or taken by a call
-		errs := make(Errors, len(g.ws))
-		for i := range g.ws {
-			if errs[i] = err; g.ws[i].dropped {
-				errs[i] = fmt.Errorf("%w: %w", err, ErrDropped)
-			}
+	left := g.count.take()
+	if left == dropped { // the others are all answered: no answer is to come
+		if left == 0 { // the last answer sends fin, if it has not yet
+			<-g.count.fin
 		}
-		err = errs
+		return g.answers(ctx, f)
 	}
-	switch left := g.count.take(); left {
-	case 0: // all answered: the last sends on fin, if it has not yet
-		<-g.count.fin
-		f.pools.putGroup(g)
-	case dropped: // the rest were dropped: no answer is to come
-		f.pools.putGroup(g)
-	default: // answers to come, into a group never pooled
-		g.count.put(left)
+	g.count.put(left) // answers to come, into a group never pooled
+	err := ctxErr(ctx)
+	var errs Errors
+	for i := range g.ws {
+		switch w := &g.ws[i]; {
+		case w.dropped:
+			errs = errsOf(errs, len(g.ws), err)
+			errs[i] = fmt.Errorf("%w: %w", err, ErrDropped)
+		case w.refused:
+			errs = errsOf(errs, len(g.ws), err)
+			errs[i] = g.errs[i]
+		}
 	}
-	return err
+	if errs == nil {
+		return nil, err
+	}
+	return nil, errs
+}
+
+// errsOf returns errs, or if it is nil a new Errors of n entries, each err.
+func errsOf(errs Errors, n int, err error) Errors {
+	if errs != nil {
+		return errs
+	}
+	errs = make(Errors, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }
 
 // neverFits reports whether no room within lim could ever hold all of g's

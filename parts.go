@@ -54,7 +54,7 @@ func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Dur
 				continue
 			}
 			if err, ok := l.paused.of(w.key); ok && paused > 0 {
-				g.errs[w.i] = err
+				g.errs[w.i], w.refused = err, true
 				continue
 			}
 			l.stamp(w)

@@ -99,7 +99,7 @@ func (l *loop[K, I, O]) pause(key K, failure error) {
 			l.rounds.countIf(counted)
 		}
 	}
-	reply(l.cleared, nil, nil, err, nil)
+	refuse(l.cleared, err, nil)
 	clear(l.cleared)
 	if len(subs) == 0 {
 		return

@@ -9,7 +9,7 @@ import "context"
 // submitInput is Ferry.Submit.
 func submitInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in I, done func(O, error)) error {
 	if ctx.Err() != nil {
-		return ctxErr(ctx)
+		return dropErr(ctx) // nothing admitted
 	}
 	w := f.pools.getSub()
 	if err := w.prepare(f, in); err != nil {
@@ -38,14 +38,17 @@ func submitInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O],
 		cancel = ctx.Done()
 	}
 	r, err := await(s, c, cancel)
-	if err == errCancelled { // out of the line, unless let in or refused already
+	left := err == errCancelled
+	if left { // out of the line, unless let in or refused already
 		s.send(msg[K, I, O]{op: opLeave, w: &waiter[K, I, O]{c: c}})
 		r, err = await(s, c, nil)
 	}
 	if err != nil { // neither w nor c is pooled: the loop's last read may yet answer
 		return ErrClosed
 	}
-	f.pools.putWord(c) // the word was the loop's only send on it
+	if !left || r.err == errDropped { // the word was the loop's only send on c, or its answer to the leave
+		f.pools.putWord(c)
+	} // else the leave, which names c, is yet to be read: c is not pooled, or it might name another Submit
 	switch r.err {
 	case errAdmitted:
 		return nil
