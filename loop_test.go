@@ -1,0 +1,532 @@
+package ferry
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The tests in this file step one loop through handle and receive, with no
+// worker goroutine and no other goroutine: the loop's slots start fake
+// workers (a jobs channel no one reads), and what the loop sends is read
+// from its channels and its outbox.
+
+type (
+	tw = waiter[string, in, int]
+	tm = msg[string, in, int]
+	tl = loop[string, in, int]
+)
+
+// testLoop returns a loop of one shard with limits lim and at most two
+// workers, which start no goroutine; set changes the ferry first.
+func testLoop(t *testing.T, lim limits, set func(f *Ferry[string, in, int])) *tl {
+	t.Helper()
+	f := &Ferry[string, in, int]{lim: lim, origin: time.Now()}
+	if set != nil {
+		set(f)
+	}
+	s := &shard[string, in, int]{f: f, inc: make(chan tm, 64), done: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	f.shards = []*shard[string, in, int]{s}
+	l := newLoop(s, lim, 2, 0)
+	l.slots.start = func() *worker[string, in, int] {
+		return &worker[string, in, int]{jobs: make(chan job[string, in, int], 1)}
+	}
+	t.Cleanup(func() { l.alarm.t.Stop() })
+	return l
+}
+
+// do returns a Do's input of key weighing 1, with its reply channel.
+func ltDo(key string) *tw { return &tw{key: key, weight: 1, c: make(chan result[int], 1)} }
+
+// sub returns a Submit's input of key, with its word's channel.
+func ltSub(key string) *tw {
+	return &tw{key: key, weight: 1, c: make(chan result[int], 1), done: func(int, error) {}}
+}
+
+// word is the one word in c, or a failure if there is none.
+func word(t *testing.T, c chan result[int]) error {
+	t.Helper()
+	select {
+	case r := <-c:
+		return r.err
+	default:
+		t.Fatal("no word")
+		return nil
+	}
+}
+
+// noWord fails if c holds a word.
+func noWord(t *testing.T, c chan result[int], msg string) {
+	t.Helper()
+	select {
+	case r := <-c:
+		t.Fatalf("%s: a word %v", msg, r.err)
+	default:
+	}
+}
+
+// jobOf is the batch sent to worker id, or nil if none was.
+func jobOf(l *tl, id int) []*tw {
+	if id >= len(l.slots.workers) || l.slots.workers[id] == nil {
+		return nil
+	}
+	select {
+	case j := <-l.slots.workers[id].jobs:
+		return j.batch
+	default:
+		return nil
+	}
+}
+
+// ltGroup returns a DoMany of one part over keys, each weighing 1, ready
+// for its admission.
+func ltGroup(keys ...string) *group[string, in, int] {
+	g := &group[string, in, int]{ws: make([]tw, len(keys)), errs: make([]error, len(keys)), count: newCountdown()}
+	g.parts = []part[string, in, int]{{c: make(chan struct{}, 1)}}
+	p := &g.parts[0]
+	for i, k := range keys {
+		g.ws[i] = tw{key: k, weight: 1, g: g, i: i}
+		p.n++
+		p.total++
+		p.heaviest = 1
+	}
+	g.outs = make([]int, len(keys))
+	g.count.start(len(keys))
+	return g
+}
+
+func partMsg(o op, g *group[string, in, int]) tm { return tm{op: o, w: &g.ws[0]} }
+
+// Admission: a Do claims an idle key and joins a busy one; a Submit never
+// claims; a full room, a heavy input and a shut room refuse.
+func TestLoopAdmission(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 4, queued: 2, queuedWeight: 3, direct: true}, nil)
+	a1, a2, s1 := ltDo("a"), ltDo("a"), ltSub("b")
+	l.handle(tm{op: opAdmit, w: a1}, t0)
+	assert.Equal(t, errClaimed, word(t, a1.c), "an idle key is claimed")
+	l.handle(tm{op: opAdmit, w: a2}, t0)
+	noWord(t, a2.c, "a busy key's Do joins its lane")
+	l.handle(tm{op: opAdmit, w: s1}, t0)
+	assert.Equal(t, errAdmitted, word(t, s1.c), "a Submit never claims")
+	full, heavy := ltDo("b"), ltDo("d")
+	heavy.weight = 4
+	l.handle(tm{op: opAdmit, w: full}, t0)
+	assert.ErrorIs(t, word(t, full.c), ErrRejected)
+	l.handle(tm{op: opAdmit, w: heavy}, t0)
+	err := word(t, heavy.c)
+	assert.ErrorIs(t, err, ErrRejected)
+	assert.Contains(t, err.Error(), "more than MaxQueuedWeight")
+	st := l.stats()
+	assert.Equal(t, 2, st.Queued)
+	assert.Equal(t, uint64(2), st.Admitted)
+	assert.Equal(t, uint64(1), st.DirectCalls)
+	assert.Equal(t, uint64(2), st.Rejected)
+	assert.Equal(t, uint64(1), st.RejectedHeavy)
+	assert.Equal(t, uint64(1), st.RejectedFull)
+
+	l.handle(tm{op: opShutdown}, t0)
+	late := ltDo("e")
+	l.handle(tm{op: opAdmit, w: late}, t0)
+	assert.Equal(t, ErrClosed, word(t, late.c), "a shut room refuses")
+	assert.Equal(t, uint64(2), l.stats().Rejected, "not counted as rejected")
+}
+
+// A wake-up admits its messages, then starts a batch on a worker, whose
+// opIdle frees it; a room weighs by weight too.
+func TestLoopReceiveDispatches(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 2, queued: 8}, nil)
+	a, b, c := ltDo("a"), ltDo("a"), ltDo("a")
+	l.s.inc <- tm{op: opAdmit, w: b}
+	l.s.inc <- tm{op: opAdmit, w: c}
+	l.receive(tm{op: opAdmit, w: a})
+	assert.Equal(t, []*tw{a, b}, jobOf(l, 0), "a full batch, in order")
+	assert.Equal(t, 1, l.stats().Queued)
+	assert.Equal(t, 1, l.slots.busy())
+	l.receive(tm{op: opRelease, key: "a", worker: 0})
+	assert.Nil(t, jobOf(l, 0), "a busy worker gets no batch")
+	assert.Equal(t, []*tw{c}, jobOf(l, 1), "a second worker takes the rest")
+	l.receive(tm{op: opIdle, worker: 0})
+	assert.Equal(t, 1, l.slots.busy())
+	assert.Equal(t, uint64(2), l.stats().Batches)
+}
+
+// A drop of an input still waiting answers errDropped and frees its room;
+// one taken by a call answers errKept, and with CancelAbandoned cancels the
+// call once no caller is left.
+func TestLoopDrop(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 1, queued: 4}, func(f *Ferry[string, in, int]) { f.cancelAbandoned = true })
+	a, b := ltDo("a"), ltDo("b")
+	l.s.inc <- tm{op: opAdmit, w: b}
+	l.receive(tm{op: opAdmit, w: a})
+	ja := <-l.slots.workers[0].jobs
+	require.Equal(t, []*tw{a}, ja.batch)
+	require.Equal(t, []*tw{b}, jobOf(l, 1))
+	require.NoError(t, ja.ctx.Err(), "its call has a context of its own")
+
+	l.receive(tm{op: opDrop, w: a})
+	assert.Equal(t, errKept, word(t, a.c), "taken: kept")
+	assert.True(t, a.gone)
+	assert.ErrorIs(t, context.Cause(ja.ctx), ErrAbandoned, "cancelled once its one caller gave up")
+	l.receive(tm{op: opRelease, key: "a", worker: 0})
+	assert.Nil(t, l.slots.workers[0].cancel, "freed at its release")
+
+	l2 := testLoop(t, limits{batchSize: 4, queued: 4, delay: time.Hour}, nil)
+	w := ltDo("a")
+	l2.receive(tm{op: opAdmit, w: w})
+	assert.Nil(t, jobOf(l2, 0), "it waits for its delay")
+	l2.receive(tm{op: opDrop, w: w})
+	assert.Equal(t, errDropped, word(t, w.c), "waiting: dropped")
+	assert.Equal(t, uint64(1), l2.stats().Dropped)
+	assert.Zero(t, l2.stats().Queued)
+	answered := ltDo("b")
+	answered.c <- result[int]{out: 1}
+	l2.receive(tm{op: opDrop, w: answered})
+	assert.Equal(t, result[int]{out: 1}, <-answered.c, "an answer there stands: no errKept over it")
+}
+
+// A release whose call failed for good pauses its key: the inputs waiting
+// in its lane are answered with the key's error, later ones refused at
+// admission, until Resume.
+func TestLoopReleaseToPause(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 1, queued: 4}, func(f *Ferry[string, in, int]) { f.pauseOnError = true })
+	a1, a2 := ltDo("a"), ltDo("a")
+	g := ltGroup("a", "b")
+	l.s.inc <- tm{op: opAdmit, w: a2}
+	l.s.inc <- partMsg(opAdmitMany, g)
+	l.receive(tm{op: opAdmit, w: a1})
+	require.Equal(t, []*tw{a1}, jobOf(l, 0))
+	<-g.parts[0].c
+	assert.Equal(t, []*tw{&g.ws[1]}, jobOf(l, 1), "b's batch on the other worker")
+	assert.Equal(t, 2, l.stats().Queued)
+
+	l.receive(tm{op: opRelease, key: "a", worker: 0, fail: errBoom})
+	err := word(t, a2.c)
+	assert.ErrorIs(t, err, ErrPaused)
+	assert.ErrorIs(t, err, errBoom)
+	assert.ErrorIs(t, g.errs[0], ErrPaused, "the DoMany's input of the key too")
+	assert.True(t, g.ws[0].refused)
+	st := l.stats()
+	assert.Equal(t, 1, st.Paused)
+	assert.Equal(t, uint64(2), st.PausedOut)
+
+	later, sub := ltDo("a"), ltSub("a")
+	l.receive(tm{op: opAdmit, w: later})
+	assert.ErrorIs(t, word(t, later.c), ErrPaused)
+	l.receive(tm{op: opAdmit, w: sub})
+	assert.ErrorIs(t, word(t, sub.c), ErrPaused)
+	g2 := ltGroup("a", "c")
+	l.receive(partMsg(opAdmitMany, g2))
+	<-g2.parts[0].c
+	assert.NoError(t, g2.parts[0].err, "the part goes in but for the paused key's input")
+	assert.ErrorIs(t, g2.errs[0], ErrPaused)
+	assert.Nil(t, g2.errs[1])
+
+	l.receive(tm{op: opIdle, worker: 0})
+	l.receive(tm{op: opResume, key: "a"})
+	again := ltDo("a")
+	l.receive(tm{op: opAdmit, w: again})
+	noWord(t, again.c, "admitted again after Resume")
+	assert.Zero(t, l.stats().Paused)
+}
+
+// With WaitForRoom the admissions the room cannot hold wait in one line,
+// first come first in, and a new one waits behind them even if it fits; a
+// Submit that leaves is answered errDropped, a Do that drops too.
+func TestLoopWaitLine(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 4, queued: 2, delay: time.Hour}, func(f *Ferry[string, in, int]) { f.waitForRoom = true })
+	a, b := ltDo("a"), ltDo("b")
+	l.receive(tm{op: opAdmit, w: a})
+	l.receive(tm{op: opAdmit, w: b})
+	g := ltGroup("c", "d")
+	c, d, e := ltSub("c"), ltDo("d"), ltSub("e")
+	l.receive(tm{op: opAdmit, w: c})
+	l.receive(partMsg(opAdmitMany, g))
+	l.receive(tm{op: opAdmit, w: d})
+	l.receive(tm{op: opAdmit, w: e})
+	noWord(t, c.c, "c waits")
+	assert.Equal(t, 5, l.stats().Waiting)
+	assert.Equal(t, 4, l.waits.len())
+
+	l.receive(tm{op: opLeave, w: &tw{c: e.c}})
+	assert.Equal(t, errDropped, word(t, e.c), "e left the line")
+	l.receive(tm{op: opDrop, w: d})
+	assert.Equal(t, errDropped, word(t, d.c), "d dropped from the line")
+	assert.Equal(t, 3, l.stats().Waiting)
+
+	l.receive(tm{op: opDrop, w: a})
+	assert.Equal(t, errDropped, word(t, a.c))
+	assert.Equal(t, errAdmitted, word(t, c.c), "c first, into the room a freed")
+	assert.Equal(t, 2, l.stats().Queued)
+	select {
+	case <-g.parts[0].c:
+		t.Fatal("the DoMany needs room for two")
+	default:
+	}
+	l.receive(tm{op: opDrop, w: b})
+	l.receive(tm{op: opDrop, w: c})
+	<-g.parts[0].c
+	assert.NoError(t, g.parts[0].err, "the DoMany in once the room holds it")
+	assert.Zero(t, l.stats().Waiting)
+	assert.Equal(t, 2, l.stats().Queued)
+
+	// A DoMany's part leaves the line.
+	g2 := ltGroup("x")
+	l.receive(partMsg(opAdmitMany, g2))
+	l.receive(partMsg(opLeave, g2))
+	<-g2.parts[0].c
+	assert.Equal(t, errDropped, g2.parts[0].err)
+	// What waits at a shutdown is answered ErrClosed.
+	w := ltDo("y")
+	l.receive(tm{op: opAdmit, w: w})
+	l.receive(tm{op: opShutdown})
+	assert.Equal(t, ErrClosed, word(t, w.c))
+}
+
+// A DoMany over several shards that spare cannot grant waits for the room
+// of all its inputs (a borrow) in line, gets it in its turn, and lets its
+// part here in with it.
+func TestLoopWaitBorrow(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 4, queued: 2, delay: time.Hour}, func(f *Ferry[string, in, int]) { f.waitForRoom = true })
+	a := ltDo("a")
+	l.receive(tm{op: opAdmit, w: a})
+	g := ltGroup("b", "c")
+	g.parts = append(g.parts, part[string, in, int]{c: make(chan struct{}, 1), n: 1, total: 1, heaviest: 1})
+	g.parts[0].n, g.parts[0].total = 1, 1
+	g.ws[1].part = 1
+	l.receive(partMsg(opBorrowWait, g))
+	select {
+	case <-g.parts[0].c:
+		t.Fatal("two inputs do not fit beside a")
+	default:
+	}
+	assert.Equal(t, 2, l.stats().Waiting)
+	l.receive(tm{op: opDrop, w: a})
+	<-g.parts[0].c
+	assert.NoError(t, g.parts[0].err)
+	assert.True(t, g.parts[1].granted, "the other part's room is granted")
+	assert.Equal(t, 1, l.stats().Queued, "part 0 in")
+}
+
+// Flush: a round makes every input due and waits for it, for the batches in
+// flight and their opIdle; a Flush that comes meanwhile waits for the next
+// round; a close answers them all ErrClosed.
+func TestLoopFlushRounds(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 4, queued: 8, delay: time.Hour}, nil)
+	a := ltDo("a")
+	l.receive(tm{op: opAdmit, w: a})
+	assert.Nil(t, jobOf(l, 0))
+	f1, f2 := make(chan error, 1), make(chan error, 1)
+	l.receive(tm{op: opFlush, flushed: f1})
+	assert.Equal(t, []*tw{a}, jobOf(l, 0), "due at once")
+	assert.Empty(t, f1)
+	l.receive(tm{op: opFlush, flushed: f2})
+	l.receive(tm{op: opRelease, key: "a", worker: 0})
+	assert.Empty(t, f1, "the batch is answered only at its opIdle")
+	l.receive(tm{op: opIdle, worker: 0})
+	assert.NoError(t, <-f1)
+	assert.NoError(t, <-f2, "the next round had nothing to wait for")
+
+	b := ltDo("b")
+	l.receive(tm{op: opAdmit, w: b})
+	f3, f4 := make(chan error, 1), make(chan error, 1)
+	l.receive(tm{op: opFlush, flushed: f3})
+	l.receive(tm{op: opFlush, flushed: f4})
+	l.receive(tm{op: opClose})
+	assert.Equal(t, ErrClosed, <-f3)
+	assert.Equal(t, ErrClosed, <-f4)
+	f5 := make(chan error, 1)
+	l.receive(tm{op: opFlush, flushed: f5})
+	assert.Equal(t, ErrClosed, <-f5, "a closing loop answers at once")
+}
+
+// The close drains the room (ErrClosed to every waiting caller and part),
+// then, once no call is in flight, stops its workers; once they have gone
+// it closes done and answers what is left in its inbound channel.
+func TestLoopCloseDrain(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 1, queued: 8, delay: time.Hour}, nil)
+	a, b := ltDo("a"), ltDo("b")
+	g := ltGroup("c")
+	l.s.inc <- tm{op: opAdmit, w: b}
+	l.s.inc <- partMsg(opAdmitMany, g)
+	l.receive(tm{op: opAdmit, w: a})
+	<-g.parts[0].c
+	l.receive(tm{op: opFlush, flushed: make(chan error, 1)}) // a, b and c due: two workers take a and b
+	require.Equal(t, []*tw{a}, jobOf(l, 0))
+	require.Equal(t, []*tw{b}, jobOf(l, 1))
+	l.receive(tm{op: opClose})
+	assert.Equal(t, ErrClosed, g.errs[0], "the DoMany's waiting input")
+	assert.True(t, g.ws[0].refused)
+	assert.ErrorIs(t, l.s.ctx.Err(), context.Canceled, "the batches' context is cancelled")
+	assert.False(t, l.end(), "two calls in flight")
+
+	for id, key := range []string{"a", "b"} {
+		l.receive(tm{op: opRelease, key: key, worker: int32(id)})
+		l.receive(tm{op: opIdle, worker: int32(id)})
+	}
+	assert.False(t, l.end(), "its workers stop")
+	assert.Equal(t, 2, l.stops)
+	l.receive(tm{op: opExit})
+	assert.False(t, l.end(), "one worker left")
+	late, stats := ltDo("z"), make(chan Stats, 1)
+	lg, lf := ltGroup("y"), make(chan error, 1)
+	l.receive(tm{op: opExit})
+	l.s.inc <- tm{op: opAdmit, w: late}
+	l.s.inc <- tm{op: opStats, stats: stats}
+	l.s.inc <- partMsg(opAdmitMany, lg)
+	l.s.inc <- tm{op: opFlush, flushed: lf}
+	require.True(t, l.end(), "over")
+	select {
+	case <-l.s.done:
+	default:
+		t.Fatal("done is closed")
+	}
+	assert.Equal(t, ErrClosed, word(t, late.c), "the final drain answers what came")
+	assert.Equal(t, uint64(2), (<-stats).Batches)
+	<-lg.parts[0].c
+	assert.Equal(t, ErrClosed, lg.parts[0].err)
+	assert.Equal(t, ErrClosed, <-lf)
+}
+
+// A DoMany's part: all of its inputs in, or none; room held and let go
+// over several shards; a drop of what still waits.
+func TestLoopParts(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 4, queued: 3, delay: time.Hour}, nil)
+	g := ltGroup("a", "b")
+	l.receive(partMsg(opHold, g))
+	<-g.parts[0].c
+	assert.True(t, g.parts[0].held)
+	big := ltGroup("c", "d")
+	l.receive(partMsg(opAdmitMany, big))
+	<-big.parts[0].c
+	assert.ErrorIs(t, big.parts[0].err, ErrRejected, "the held room is not free")
+	l.receive(partMsg(opUnhold, g))
+	<-g.parts[0].c
+	assert.False(t, g.parts[0].held)
+	l.receive(partMsg(opAdmitMany, g))
+	<-g.parts[0].c
+	assert.NoError(t, g.parts[0].err)
+	assert.Equal(t, 2, l.stats().Queued)
+	tooMany := ltGroup("e", "f", "g", "h")
+	l.receive(partMsg(opAdmitMany, tooMany))
+	<-tooMany.parts[0].c
+	assert.ErrorContains(t, tooMany.parts[0].err, "more than MaxQueued")
+
+	l.receive(partMsg(opDropMany, g))
+	<-g.parts[0].c
+	assert.Equal(t, 2, g.parts[0].dropped)
+	assert.True(t, g.ws[0].dropped)
+	assert.Zero(t, l.stats().Queued)
+}
+
+// Direct calls: a claim, its start, its release with OnBatch to come and
+// the report; the order of completions per key; a close cancels the direct
+// calls in flight (through the outbox).
+func TestLoopDirect(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 4, queued: 4, direct: true}, func(f *Ferry[string, in, int]) { f.onBatch = func(Batch[string]) {} })
+	a := ltDo("a")
+	l.receive(tm{op: opAdmit, w: a})
+	require.Equal(t, errClaimed, word(t, a.c))
+	require.NotNil(t, a.fin, "with OnBatch its completions take a place")
+	assert.Nil(t, a.after, "first of its key")
+	cancelled := 0
+	l.receive(tm{op: opStart, key: "a", cancel: func(error) { cancelled++ }})
+	f1 := make(chan error, 1)
+	l.receive(tm{op: opFlush, flushed: f1})
+	l.receive(tm{op: opRelease, key: "a", worker: byCaller, w: a})
+	assert.Empty(t, f1, "its OnBatch is to come")
+	assert.Len(t, l.reports, 1)
+	close(a.fin)
+	l.receive(tm{op: opReported, w: a, panicked: true})
+	assert.NoError(t, <-f1)
+	assert.Empty(t, l.reports)
+	assert.Empty(t, l.completing, "the key's completions are over")
+	assert.Equal(t, uint64(1), l.stats().OnBatchPanics)
+
+	b, b2 := ltDo("b"), ltDo("b")
+	l.receive(tm{op: opAdmit, w: b})
+	require.Equal(t, errClaimed, word(t, b.c))
+	l.receive(tm{op: opStart, key: "b", cancel: func(error) { cancelled++ }})
+	l.receive(tm{op: opAdmit, w: b2})
+	noWord(t, b2.c, "joins the busy key's lane")
+	l.handle(tm{op: opClose}, t0)
+	assert.Len(t, l.out.cancels, 1, "the direct call in flight, cancelled from the outbox")
+	l.out.cancels = l.out.cancels[:0] // not sent: it would run on a goroutine
+	assert.Equal(t, ErrClosed, word(t, b2.c))
+	l.handle(tm{op: opStart, key: "c", cancel: func(error) { cancelled++ }}, t0)
+	assert.Len(t, l.out.cancels, 1, "a direct call that starts as the ferry closes")
+	l.out.cancels = l.out.cancels[:0]
+	assert.Zero(t, cancelled)
+}
+
+// share.need is the room the core takes for the same messages, with room
+// for all of them: a Do that claims, an input of a paused key (but for a
+// Resume read first) and a heavy one take none. Random wake-ups after
+// random histories: two loops live the same history, then one handles the
+// wake-up and the other's share reads need for it.
+func TestLoopNeedIsWhatTheCoreTakes(t *testing.T) {
+	keys := []string{"a", "b", "c", "d"}
+	history := func(l *tl, r *rand.Rand) {
+		for range r.IntN(12) {
+			k := keys[r.IntN(len(keys))]
+			switch r.IntN(3) {
+			case 0:
+				l.handle(tm{op: opAdmit, w: ltDo(k)}, t0)
+			case 1:
+				l.handle(tm{op: opAdmit, w: ltSub(k)}, t0)
+			default:
+				ln := l.st.lanes[k]
+				if ln == nil || ln.phase != phaseBusy {
+					continue
+				}
+				var fail error
+				if r.IntN(2) == 0 && ln.items.len() == 0 { // pauses k, answering no Submit
+					fail = errBoom
+				}
+				l.handle(tm{op: opRelease, key: k, worker: byCaller, fail: fail}, t0)
+			}
+		}
+	}
+	for seed := range uint64(500) {
+		lim := limits{batchSize: 4, queued: 1 << 20, queuedWeight: 1 << 40, direct: seed%3 != 0}
+		if seed%3 == 2 {
+			lim.direct, lim.delay = false, time.Hour
+		}
+		pause := func(f *Ferry[string, in, int]) { f.pauseOnError = true }
+		l, twin := testLoop(t, lim, pause), testLoop(t, lim, pause)
+		r := rand.New(rand.NewPCG(seed, 7))
+		history(l, r)
+		history(twin, rand.New(rand.NewPCG(seed, 7)))
+		n, w := l.st.queued+l.st.held, l.st.weight+l.st.heldWeight
+		var ms []tm
+		for range 1 + r.IntN(10) {
+			k := keys[r.IntN(len(keys))]
+			var m tm
+			switch r.IntN(5) {
+			case 0:
+				m = tm{op: opAdmit, w: ltDo(k)}
+				m.w.weight = int64(r.IntN(3))
+			case 1:
+				m = tm{op: opAdmit, w: ltSub(k)}
+			case 2:
+				m = partMsg(opAdmitMany, ltGroup(k, keys[r.IntN(len(keys))]))
+			case 3:
+				m = tm{op: opResume, key: k}
+			default:
+				ln := l.st.lanes[k]
+				if ln == nil || ln.phase != phaseBusy {
+					continue
+				}
+				m = tm{op: opRelease, key: k, worker: byCaller}
+			}
+			ms = append(ms, m)
+			l.handle(m, t0)
+		}
+		took := budget{l.st.queued + l.st.held - n, l.st.weight + l.st.heldWeight - w}
+		require.Equal(t, took, twin.share.need(ms, twin.st, &twin.paused), "seed %d", seed)
+	}
+}
