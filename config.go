@@ -170,7 +170,7 @@ const (
 // Stats is a snapshot of a Ferry. Its zero value is an idle, unused ferry.
 // Its one method runs in Ferry.Stats, on the caller's goroutine.
 type Stats struct {
-	Queued int   // inputs waiting to be taken
+	Queued int   // inputs admitted, in their lanes until a call takes them (not WaitingForRoom)
 	Weight int64 // their total weight
 	Busy   int   // calls in flight, batched and direct
 	Lanes  int   // keys with inputs waiting or a call in flight
@@ -190,8 +190,12 @@ type Stats struct {
 	// never admitted, and not counted).
 	Paused    int
 	PausedOut uint64
-	// Waiting is the number of inputs waiting for room now
+	// WaitingForRoom is the number of inputs waiting for room now
 	// (Config.WaitForRoom): not admitted, and not in Queued.
+	WaitingForRoom int
+	// Waiting is WaitingForRoom, filled in with the same number.
+	//
+	// Deprecated: use WaitingForRoom, whose name does not read as Queued.
 	Waiting int
 }
 
@@ -219,6 +223,7 @@ func (s *Stats) add(t Stats) {
 	s.OnBatchPanics += t.OnBatchPanics
 	s.Paused += t.Paused
 	s.PausedOut += t.PausedOut
+	s.WaitingForRoom += t.WaitingForRoom
 	s.Waiting += t.Waiting
 }
 

@@ -187,11 +187,11 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	case opAdmit:
 		l.admit(m.w, now)
 	case opAdmitMany, opHold, opUnhold:
-		l.admitPart(m.w.g, m.part, m.op, now)
+		l.admitPart(m.g, m.part, m.op, now)
 	case opDrop:
 		l.drop(m.w, now)
 	case opDropMany:
-		l.dropPart(m.w.g, m.part, now)
+		l.dropPart(m.g, m.part, now)
 	case opStart:
 		l.directStarted(m.key, m.cancel)
 	case opRelease:
@@ -223,7 +223,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	case opResume:
 		l.paused.resume(m.key)
 	case opBorrowWait:
-		l.borrowWait(m.w.g, m.part)
+		l.borrowWait(m.g, m.part)
 	case opLeave:
 		l.leave(m)
 	}
@@ -544,13 +544,13 @@ func (l *loop[K, I, O]) end() bool {
 		case opAdmit:
 			m.w.c <- result[O]{err: ErrClosed}
 		case opAdmitMany, opHold:
-			p := &m.w.g.parts[m.part]
+			p := &m.g.parts[m.part]
 			p.err = ErrClosed
 			p.c <- struct{}{}
 		case opUnhold, opDropMany:
-			m.w.g.parts[m.part].c <- struct{}{}
+			m.g.parts[m.part].c <- struct{}{}
 		case opBorrowWait:
-			p := &m.w.g.parts[m.part]
+			p := &m.g.parts[m.part]
 			p.err = ErrClosed
 			p.c <- struct{}{}
 		case opFlush:
@@ -566,6 +566,7 @@ func (l *loop[K, I, O]) stats() Stats {
 	st, t := l.st, l.tally
 	t.Queued, t.Weight, t.Busy, t.Lanes = st.queued, st.weight, st.busy, len(st.lanes)
 	t.Paused = l.paused.count()
-	t.Waiting = l.waits.inputs()
+	t.WaitingForRoom = l.waits.inputs()
+	t.Waiting = t.WaitingForRoom // the deprecated name
 	return t
 }

@@ -100,7 +100,7 @@ func ltGroup(keys ...string) *group[string, in, int] {
 	return g
 }
 
-func partMsg(o op, g *group[string, in, int]) tm { return tm{op: o, w: &g.ws[0]} }
+func partMsg(o op, g *group[string, in, int]) tm { return tm{op: o, g: g} }
 
 // Admission: a Do claims an idle key and joins a busy one; a Submit never
 // claims; a full room, a heavy input and a shut room refuse.
@@ -249,14 +249,15 @@ func TestLoopWaitLine(t *testing.T) {
 	l.receive(tm{op: opAdmit, w: d})
 	l.receive(tm{op: opAdmit, w: e})
 	noWord(t, c.c, "c waits")
-	assert.Equal(t, 5, l.stats().Waiting)
+	assert.Equal(t, 5, l.stats().WaitingForRoom)
+	assert.Equal(t, 5, l.stats().Waiting, "the deprecated name, filled in")
 	assert.Equal(t, 4, l.waits.len())
 
-	l.receive(tm{op: opLeave, w: &tw{c: e.c}})
+	l.receive(tm{op: opLeave, word: e.c})
 	assert.Equal(t, errDropped, word(t, e.c), "e left the line")
 	l.receive(tm{op: opDrop, w: d})
 	assert.Equal(t, errDropped, word(t, d.c), "d dropped from the line")
-	assert.Equal(t, 3, l.stats().Waiting)
+	assert.Equal(t, 3, l.stats().WaitingForRoom)
 
 	l.receive(tm{op: opDrop, w: a})
 	assert.Equal(t, errDropped, word(t, a.c))
@@ -271,7 +272,7 @@ func TestLoopWaitLine(t *testing.T) {
 	l.receive(tm{op: opDrop, w: c})
 	<-g.parts[0].c
 	assert.NoError(t, g.parts[0].err, "the DoMany in once the room holds it")
-	assert.Zero(t, l.stats().Waiting)
+	assert.Zero(t, l.stats().WaitingForRoom)
 	assert.Equal(t, 2, l.stats().Queued)
 
 	// A DoMany's part leaves the line.
@@ -304,7 +305,7 @@ func TestLoopWaitBorrow(t *testing.T) {
 		t.Fatal("two inputs do not fit beside a")
 	default:
 	}
-	assert.Equal(t, 2, l.stats().Waiting)
+	assert.Equal(t, 2, l.stats().WaitingForRoom)
 	l.receive(tm{op: opDrop, w: a})
 	<-g.parts[0].c
 	assert.NoError(t, g.parts[0].err)

@@ -242,7 +242,7 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 func (g *group[K, I, O]) sendParts(first int) {
 	for i := first; i < len(g.parts); i++ {
 		p := &g.parts[i]
-		if !p.s.send(msg[K, I, O]{op: opAdmitMany, w: &g.ws[0], part: int32(i)}) {
+		if !p.s.send(msg[K, I, O]{op: opAdmitMany, g: g, part: int32(i)}) {
 			p.err, p.unsent = ErrClosed, true
 		}
 	}
@@ -260,7 +260,7 @@ func (g *group[K, I, O]) awaitPart(ctx context.Context, i int) error {
 	}
 	_, err := await(p.s, p.c, ctx.Done())
 	if err == errCancelled {
-		p.s.send(msg[K, I, O]{op: opLeave, w: &g.ws[0], part: int32(i)})
+		p.s.send(msg[K, I, O]{op: opLeave, g: g, part: int32(i)})
 		if _, err = await(p.s, p.c, nil); err == nil && p.err != errDropped {
 			g.lost = true // the leave is yet to be read
 		}
@@ -277,7 +277,7 @@ func (g *group[K, I, O]) awaitPart(ctx context.Context, i int) error {
 // part's error, or ErrClosed if the shard may have ended unheard.
 func (g *group[K, I, O]) request(i int, o op) error {
 	p := &g.parts[i]
-	if !p.s.send(msg[K, I, O]{op: o, w: &g.ws[0], part: int32(i)}) {
+	if !p.s.send(msg[K, I, O]{op: o, g: g, part: int32(i)}) {
 		return ErrClosed
 	}
 	if _, err := await(p.s, p.c, nil); err != nil {
@@ -292,7 +292,7 @@ func (g *group[K, I, O]) request(i int, o op) error {
 // the line (opLeave) and returns errDropped if it did; else the part's word
 // came first, and it is its answer.
 func (g *group[K, I, O]) requestWaiting(ctx context.Context, i int, o op) error {
-	if !g.parts[i].s.send(msg[K, I, O]{op: o, w: &g.ws[0], part: int32(i)}) {
+	if !g.parts[i].s.send(msg[K, I, O]{op: o, g: g, part: int32(i)}) {
 		return ErrClosed
 	}
 	return g.awaitPart(ctx, i)

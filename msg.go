@@ -15,11 +15,11 @@ type op uint8
 
 const (
 	opAdmit           op = iota // from Do or Submit: admit m.w
-	opAdmitMany                 // from DoMany: admit all of part m.part of m.w.g, or none
-	opHold                      // from DoMany over several shards: hold room for part m.part of m.w.g
+	opAdmitMany                 // from DoMany: admit all of part m.part of m.g, or none
+	opHold                      // from DoMany over several shards: hold room for part m.part of m.g
 	opUnhold                    // from DoMany over several shards: let go of the room held
 	opDrop                      // from a Do whose ctx ended: drop m.w if it still waits
-	opDropMany                  // from DoMany whose ctx ended: drop what still waits of part m.part of m.w.g
+	opDropMany                  // from DoMany whose ctx ended: drop what still waits of part m.part of m.g
 	opStart                     // from a direct call: it runs, and close cancels it with m.cancel
 	opRelease                   // from a worker or a direct call: m.key's call is over
 	opIdle                      // from worker m.worker: it has answered its batch (done and OnBatch returned); it is free
@@ -35,8 +35,8 @@ const (
 	opShutdown                  // from Shutdown
 	opRetry                     // from worker m.worker, before a retry: which of the inputs on m.ask still have a caller
 	opResume                    // from Resume: m.key is no longer paused
-	opBorrowWait                // from DoMany over several shards, with WaitForRoom: wait for the room of all of m.w.g, then grant it (word on part m.part's channel)
-	opLeave                     // from a Submit or a DoMany whose ctx ended while it waited for room: see loop.leave
+	opBorrowWait                // from DoMany over several shards, with WaitForRoom: wait for the room of all of m.g, then grant it (word on part m.part's channel)
+	opLeave                     // from a Submit (m.word) or a DoMany (part m.part of m.g) whose ctx ended while it waited for room: see loop.leave
 )
 
 // byCaller is the worker of a release from a direct call: its caller.
@@ -48,11 +48,13 @@ type msg[K comparable, I, O any] struct {
 	op       op
 	panicked bool             // opReported: the direct call's OnBatch panicked
 	worker   int32            // opRelease, opIdle: the worker, or byCaller
-	part     int32            // opAdmitMany, opHold, opUnhold, opDropMany, opBorrowWait, opLeave: the part of m.w.g
+	part     int32            // opAdmitMany, opHold, opUnhold, opDropMany, opBorrowWait, opLeave: the part of m.g
 	key      K                // opRelease, opResume
 	fail     error            // opRelease, with PauseOnError: the call failed for good with it, which pauses m.key
 	fin      chan struct{}    // opNotified from a paused key's notifier: the completions it ran, over
-	w        *waiter[K, I, O] // for opRelease byCaller, set if an opReported with it is to come
+	w        *waiter[K, I, O] // opAdmit, opDrop: the input; opRelease byCaller, opReported: the direct call's input, set on the release if an opReported is to come
+	g        *group[K, I, O]  // the DoMany of a part's message (opAdmitMany, opHold, opUnhold, opDropMany, opBorrowWait, opLeave)
+	word     chan result[O]   // opLeave from a Submit: the channel of its admission word, which names it
 	stats    chan Stats
 	cancel   context.CancelCauseFunc // opStart: how close cancels the direct call
 	flushed  chan error              // opFlush: its answer, capacity 1

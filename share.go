@@ -268,19 +268,19 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O], core *state[K, *waiter[K, I, O
 				}
 			}
 		case opAdmitMany, opHold:
-			p := &m.w.g.parts[m.part]
+			p := &m.g.parts[m.part]
 			switch {
 			case p.held, p.granted:
 			case p.neverFits(sh.lim):
 			case m.op == opAdmitMany && paused.count() > 0: // a hold holds for them all
-				need = sh.unpaused(paused, need, m.w.g, m.part)
+				need = sh.unpaused(paused, need, m.g, m.part)
 			default:
 				need.n += p.n
 				need.w = addWeight(need.w, p.total)
 			}
 			if direct && m.op == opAdmitMany {
-				for i := range m.w.g.ws {
-					if w := &m.w.g.ws[i]; w.part == m.part {
+				for i := range m.g.ws {
+					if w := &m.g.ws[i]; w.part == m.part {
 						sh.joins(w.key)
 					}
 				}

@@ -38,10 +38,10 @@ func TestShareNeed(t *testing.T) {
 			p.total = addWeight(p.total, wt)
 			p.heaviest = max(p.heaviest, wt)
 		}
-		return m{op: o, w: &g.ws[0]}
+		return m{op: o, g: g}
 	}
 	granted := part(opAdmitMany, []string{"x", "y"})
-	granted.w.g.parts[0].granted = true
+	granted.g.parts[0].granted = true
 
 	for _, tc := range []struct {
 		name   string

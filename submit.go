@@ -40,7 +40,7 @@ func submitInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O],
 	r, err := await(s, c, cancel)
 	left := err == errCancelled
 	if left { // out of the line, unless let in or refused already
-		s.send(msg[K, I, O]{op: opLeave, w: &waiter[K, I, O]{c: c}})
+		s.send(msg[K, I, O]{op: opLeave, word: c})
 		r, err = await(s, c, nil)
 	}
 	if err != nil { // neither w nor c is pooled: the loop's last read may yet answer

@@ -272,10 +272,10 @@ func (l *loop[K, I, O]) borrowWait(g *group[K, I, O], i int32) {
 // leave takes a Submit's input or a DoMany's part (or its borrow) out of
 // the wait line, whose caller's ctx ended, and says so on its channel
 // (errDropped); if it is not there its word was sent already, and leave does
-// nothing. The Submit is named by its word's channel, m.w.c: m.w is a waiter
-// made for the message, as the Submit's own may be a worker's by now.
+// nothing. The Submit is named by its word's channel, m.word, not by its
+// waiter, which may be a worker's by now.
 func (l *loop[K, I, O]) leave(m msg[K, I, O]) {
-	if g := m.w.g; g != nil {
+	if g := m.g; g != nil {
 		if l.waits.leavePart(g, m.part) {
 			l.takeRoomOf(&g.parts[m.part]) // lent back as the wake-up ends
 			g.parts[m.part].err = errDropped
@@ -283,7 +283,7 @@ func (l *loop[K, I, O]) leave(m msg[K, I, O]) {
 		}
 		return
 	}
-	if w, ok := l.waitSubs[m.w.c]; ok {
+	if w, ok := l.waitSubs[m.word]; ok {
 		l.unwaitSub(w)
 		l.waits.leave(w)
 		w.c <- result[O]{err: errDropped}
