@@ -173,6 +173,7 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 			l.batch = append(l.batch, <-l.s.inc)
 		}
 		l.share.borrowRoom(l.batch)
+		l.heedEnd() // before the admissions: refused, if the ferry's end has begun
 		for _, m := range l.batch {
 			l.handle(m, now)
 		}
@@ -310,7 +311,7 @@ func (l *loop[K, I, O]) refusesAtOnce(w *waiter[K, I, O]) bool {
 
 // wait puts w at the back of the wait line.
 func (l *loop[K, I, O]) wait(w *waiter[K, I, O]) {
-	l.waits.push(w)
+	l.waits.push(w, l.share.number())
 	if w.done != nil {
 		if l.waitSubs == nil {
 			l.waitSubs = make(map[chan result[O]]*waiter[K, I, O])
@@ -329,7 +330,8 @@ func (l *loop[K, I, O]) unwaitSub(w *waiter[K, I, O]) {
 // admitWaiting lets in the admissions waiting for room, first come first
 // in, while the room holds the first (see share.roomFor, which reserves
 // what it lacks on the shared room), and tells the share whether any waits
-// still.
+// still. If the shared room says the ferry's end has begun, it starts it
+// (see heedEnd), which answers the line.
 func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 	l.share.wants = false
 	for l.admits() {
@@ -338,7 +340,11 @@ func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 			break
 		}
 		need := l.needOf(e)
-		if !l.share.roomFor(need) {
+		if !l.share.roomFor(need, e.n) {
+			if l.share.end != 0 {
+				l.heedEnd()
+				continue // admits no more
+			}
 			l.share.wants = true
 			break
 		}
@@ -404,7 +410,7 @@ func (l *loop[K, I, O]) borrowWait(g *group[K, I, O], i int32) {
 		l.share.replyAfterLend(later[K, I, O]{p: &g.parts[i]})
 		return
 	}
-	l.waits.pushPart(g, i, true)
+	l.waits.pushPart(g, i, true, l.share.number())
 }
 
 // leave takes a Submit's input or a DoMany's part (or its borrow) out of
@@ -664,6 +670,19 @@ func (l *loop[K, I, O]) flush(reply context.CancelCauseFunc) {
 	}
 }
 
+// heedEnd starts the ferry's end that the shared room says has begun (see
+// room.end), if this shard's own message has not come yet: with several
+// shards, Close and Shutdown mark the room before they tell any shard, so
+// that no room a shard frees as it ends lets another's admissions in.
+func (l *loop[K, I, O]) heedEnd() {
+	switch l.share.end {
+	case opClose:
+		l.close()
+	case opShutdown:
+		l.shutdown()
+	}
+}
+
 // shutdown starts a graceful close, once: see state.shutdown.
 func (l *loop[K, I, O]) shutdown() {
 	if !l.st.closed && !l.st.shuttingDown {
@@ -778,11 +797,11 @@ func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
 func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
 	if o == opAdmitMany && l.f.waitForRoom && l.waits.len() > 0 && l.admits() && !g.parts[i].neverFits(l.lim) {
 		l.takeRoomOf(&g.parts[i]) // lent as the wake-up ends: see admitPart's doc
-		l.waits.pushPart(g, i, false)
+		l.waits.pushPart(g, i, false, l.share.number())
 		return
 	}
 	if !l.letInPart(g, i, o, now) {
-		l.waits.pushPart(g, i, false)
+		l.waits.pushPart(g, i, false, l.share.number())
 	}
 }
 

@@ -36,30 +36,29 @@ type waitEntry[K comparable, I, O any] struct {
 }
 
 // waitLine is the admissions waiting for room, in the order they came, by
-// number. Each is marked as it waits (a waiter's ticket is a waitTicket, a
+// number: numbers given in that order, across the shards (see
+// share.number). Each is marked as it waits (a waiter's ticket is a waitTicket, a
 // part's wait is its number), so that a caller who gives up is found and
 // taken out where it stands. It is pure bookkeeping: no channels, no clock,
 // no user code. Its zero value is an empty line. loop: its methods run on
 // the shard's loop goroutine.
 type waitLine[K comparable, I, O any] struct {
 	t  *btree.BTreeG[waitEntry[K, I, O]] // nil until the first push
-	n  uint64                            // the last number given
 	in int                               // the inputs of the admissions in the line
 }
 
-// push puts w, a Do's or a Submit's input, at the back of the line.
-func (l *waitLine[K, I, O]) push(w *waiter[K, I, O]) {
-	l.n++
-	w.tk = waitTicket(l.n)
-	l.insert(waitEntry[K, I, O]{n: l.n, w: w})
+// push puts w, a Do's or a Submit's input, at the back of the line as
+// number n, above every number in it.
+func (l *waitLine[K, I, O]) push(w *waiter[K, I, O], n uint64) {
+	w.tk = waitTicket(n)
+	l.insert(waitEntry[K, I, O]{n: n, w: w})
 }
 
 // pushPart puts part i of g (or, with borrow, all of g) at the back of the
-// line.
-func (l *waitLine[K, I, O]) pushPart(g *group[K, I, O], i int32, borrow bool) {
-	l.n++
-	g.parts[i].wait = l.n
-	l.insert(waitEntry[K, I, O]{n: l.n, g: g, part: i, borrow: borrow})
+// line as number n, above every number in it.
+func (l *waitLine[K, I, O]) pushPart(g *group[K, I, O], i int32, borrow bool, n uint64) {
+	g.parts[i].wait = n
+	l.insert(waitEntry[K, I, O]{n: n, g: g, part: i, borrow: borrow})
 }
 
 func (l *waitLine[K, I, O]) insert(e waitEntry[K, I, O]) {
