@@ -79,17 +79,18 @@ type Config[K comparable, I any] struct {
 	// for room instead of failing with ErrRejected: Do, Submit and DoMany
 	// block until room frees or ctx ends (then ctx's error, matching
 	// ErrDropped too: nothing was admitted and nothing is held). They are
-	// let in in the order they came, within a shard: while any waits, a
-	// new admission waits behind it even if it would fit, so a waiting
-	// DoMany is not starved by single inputs; over several shards the room
-	// freed goes to the shards' first waiting admissions in the order they
-	// began to wait, and a DoMany over several shards waits in its first
-	// input's shard, its other inputs joining their lanes (in their shards'
-	// lines) once it has the room. An input no room could ever hold (heavier than
+	// let in in the order they began to wait, over every shard: within a
+	// shard, while any waits, a new admission waits behind it even if it
+	// would fit, so a waiting DoMany is not starved by single inputs; the
+	// room freed goes to the shards' first waiting admissions in that order
+	// too. A DoMany over several shards waits in its first input's shard,
+	// its other inputs joining their lanes (in their shards' lines) once it
+	// has the room. An input no room could ever hold (heavier than
 	// MaxQueuedWeight, a DoMany of more inputs than MaxQueued) is still
 	// ErrRejected at once; Close and Shutdown answer waiting admissions with
-	// ErrClosed. A waiting admission costs its caller's goroutine, parked,
-	// and nothing else. false: a full room is ErrRejected at once.
+	// ErrClosed, on every shard, and the room they free lets none in. A
+	// waiting admission costs its caller's goroutine, parked, and nothing
+	// else. false: a full room is ErrRejected at once.
 	WaitForRoom bool
 }
 

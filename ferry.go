@@ -219,6 +219,9 @@ func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 // this by the ferry's functions on its goroutine's stack, so it does the same
 // inside the user code of another ferry.
 func (f *Ferry[K, I, O]) Close() error {
+	if f.spare != nil { // before any shard hears: see room.end
+		f.spare.end(opClose)
+	}
 	for _, s := range f.shards { // every shard closes before any is waited for
 		select {
 		case s.inc <- msg[K, I, O]{op: opClose}:
@@ -247,6 +250,9 @@ func (f *Ferry[K, I, O]) Shutdown(ctx context.Context) error {
 	}
 	if inUserCode(false) {
 		return errShutdownInCallback
+	}
+	if f.spare != nil { // before any shard hears: see room.end
+		f.spare.end(opShutdown)
 	}
 	for _, s := range f.shards { // the shutdown starts, whether or not ctx has ended
 		select {

@@ -160,6 +160,7 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 			l.batch = append(l.batch, <-l.s.inc)
 		}
 		l.borrowRoom(l.batch)
+		l.heedEnd() // before the admissions: refused, if the ferry's end has begun
 		for _, m := range l.batch {
 			l.handle(m, now)
 		}
@@ -319,6 +320,19 @@ func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	}
 	if m.fail != nil { // after endDirect, which may give the key's completions back
 		l.pause(m.key, m.fail)
+	}
+}
+
+// heedEnd starts the ferry's end that the shared room says has begun (see
+// room.end), if this shard's own message has not come yet: with several
+// shards, Close and Shutdown mark the room before they tell any shard, so
+// that no room a shard frees as it ends lets another's admissions in.
+func (l *loop[K, I, O]) heedEnd() {
+	switch l.share.end {
+	case opClose:
+		l.close()
+	case opShutdown:
+		l.shutdown()
 	}
 }
 

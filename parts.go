@@ -18,11 +18,11 @@ import "time"
 func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
 	if o == opAdmitMany && l.f.waitForRoom && l.waits.len() > 0 && l.admits() && !g.parts[i].neverFits(l.lim) {
 		l.takeRoomOf(&g.parts[i]) // lent as the wake-up ends: see admitPart's doc
-		l.waits.pushPart(g, i, false)
+		l.waits.pushPart(g, i, false, l.share.number())
 		return
 	}
 	if !l.letInPart(g, i, o, now) {
-		l.waits.pushPart(g, i, false)
+		l.waits.pushPart(g, i, false, l.share.number())
 	}
 }
 

@@ -3,6 +3,7 @@ package ferry
 import (
 	"cmp"
 	"math"
+	"slices"
 )
 
 // This file is the room the shards of a ferry share. A shard is one loop with
@@ -40,6 +41,19 @@ func newRoom(b budget) room {
 // take takes the pool, waiting while another holds it for a moment.
 func (r room) take() *pool { return <-r }
 
+// end marks the room as ending, as Close (o opClose) or Shutdown (o
+// opShutdown) begins, before either tells any shard: a shard that takes
+// the pool after this hears of it (see share.heard) and starts that end
+// itself, so that no room freed by a shard that ends first lets another's
+// waiting admission in, nor a new one. A close outranks a shutdown.
+func (r room) end(o op) {
+	p := r.take()
+	if p.end != opClose {
+		p.end = o
+	}
+	r.put(p)
+}
+
 // put puts back the pool taken, then pokes the shards whose reservations
 // the change filled (see pool.fill): a send that never blocks, as a poke
 // channel holds one and a second poke says nothing more.
@@ -57,24 +71,29 @@ func (r room) put(p *pool) {
 
 // pool is what a room holds: the room free, and, with WaitForRoom, the
 // reservations of the shards whose first waiting admission lacks room, in
-// the order they were made. Room given back fills them in that order before
-// any of it is free (see fill), so that the admissions waiting in one shard
-// are not starved by those of another that fit, and a shard is woken only
-// once its reservation holds all it needs: no shard polls. It is pure
-// bookkeeping: the room's channel is its lock, and whoever holds it calls
-// its methods; pokes is what room.put sends.
+// the order those admissions began to wait, by their wait numbers (next is
+// the last number given, to any shard: see share.number). Room given back
+// fills them in that order before any of it is free (see fill), so that the
+// admissions waiting over all the shards are let in first come, first in,
+// and a shard is woken only once its reservation holds all it needs: no
+// shard polls. end is the ferry's end once it has begun (see room.end). It
+// is pure bookkeeping: the room's channel is its lock, and whoever holds it
+// calls its methods; pokes is what room.put sends.
 type pool struct {
 	free  budget
 	resv  []reservation
 	pokes []chan struct{}
+	next  uint64
+	end   op // opClose, opShutdown, or 0
 }
 
 // reservation is a shard's claim on the room given back, for the first
-// admission in its wait line, which needs need: got is what it holds so
-// far. poke, the shard's, capacity 1, names it and wakes its loop once got
-// reaches need. It has no methods: its pool changes it.
+// admission in its wait line, number n, which needs need: got is what it
+// holds so far. poke, the shard's, capacity 1, names it and wakes its loop
+// once got reaches need. It has no methods: its pool changes it.
 type reservation struct {
 	need, got budget
+	n         uint64
 	poke      chan struct{}
 }
 
@@ -93,14 +112,20 @@ func (p *pool) give(b budget) {
 	p.fill()
 }
 
-// reserve makes poke's reservation need need, in its place if it has one,
-// else at the end; what it holds beyond need goes back to free. Then it
-// fills the reservations.
-func (p *pool) reserve(poke chan struct{}, need budget) {
+// reserve makes poke's reservation the one of admission n, which needs
+// need: in its place among the others by n (where it stands if n is its
+// number already), holding what it held; what it holds beyond need goes
+// back to free. Then it fills the reservations.
+func (p *pool) reserve(poke chan struct{}, need budget, n uint64) {
 	i := p.find(poke)
-	if i < 0 {
-		p.resv = append(p.resv, reservation{poke: poke})
-		i = len(p.resv) - 1
+	if i < 0 || p.resv[i].n != n {
+		r := reservation{poke: poke, n: n}
+		if i >= 0 {
+			r.got = p.resv[i].got
+			p.resv = slices.Delete(p.resv, i, i+1)
+		}
+		i, _ = slices.BinarySearchFunc(p.resv, n, func(r reservation, n uint64) int { return cmp.Compare(r.n, n) })
+		p.resv = slices.Insert(p.resv, i, r)
 	}
 	r := &p.resv[i]
 	r.need = need
@@ -132,7 +157,7 @@ func (p *pool) cancel(poke chan struct{}) {
 		return
 	}
 	got := p.resv[i].got
-	p.resv = append(p.resv[:i], p.resv[i+1:]...)
+	p.resv = slices.Delete(p.resv, i, i+1)
 	p.give(got)
 }
 
@@ -213,6 +238,33 @@ type share[K comparable, I, O any] struct {
 	poke     chan struct{} // the shard's, capacity 1: wakes its loop once the reservation is full
 	reserved bool          // the shard has a reservation in spare: see roomFor
 	wants    bool          // an admission waits for room: see loop.admitWaiting
+	last     uint64        // with one shard, the last wait number given: see number
+
+	end op // the ferry's end, as spare said it has begun (see room.end): opClose, opShutdown, or 0
+}
+
+// heard records the ferry's end, o, that the pool says has begun (see
+// room.end): the loop starts it (see loop.heedEnd).
+func (sh *share[K, I, O]) heard(o op) {
+	if o != 0 && sh.end != opClose {
+		sh.end = o
+	}
+}
+
+// number returns the next wait number, for an admission that begins to wait
+// for room: with several shards from spare, so that the numbers order the
+// admissions waiting in every shard by when they began to wait (see pool).
+func (sh *share[K, I, O]) number() uint64 {
+	if sh.spare == nil {
+		sh.last++
+		return sh.last
+	}
+	p := sh.spare.take()
+	p.next++
+	n := p.next
+	sh.heard(p.end)
+	sh.spare.put(p)
+	return n
 }
 
 // borrowRoom borrows from spare what this shard lacks of room for the
@@ -233,6 +285,10 @@ func (sh *share[K, I, O]) borrowRoom(need, has budget) budget {
 		return budget{}
 	}
 	p := sh.spare.take()
+	if sh.heard(p.end); sh.end != 0 { // the ferry ends: its admissions are refused
+		sh.spare.put(p)
+		return budget{}
+	}
 	got := p.borrow(short)
 	sh.spare.put(p)
 	return got
@@ -391,6 +447,7 @@ func (sh *share[K, I, O]) giveBackRoom(back budget) {
 		return
 	}
 	p := sh.spare.take()
+	sh.heard(p.end)
 	p.give(back)
 	if ending {
 		p.cancel(sh.poke)
@@ -400,23 +457,29 @@ func (sh *share[K, I, O]) giveBackRoom(back budget) {
 }
 
 // roomFor reserves room for b, the need of the first admission in the
-// shard's wait line, with several shards (see loop.roomFor). It first
-// gives back what the core holds spare, which fills the reservations in
-// their order, and makes its own need b (at the end of the line if it had
-// none): then it takes what its reservation holds. So the room freed goes
-// to the shards' first waiting admissions in the order they began to wait,
-// this shard's own too. What it took and does not use goes back with
-// giveBackRoom, into the reservation, which keeps its place. has is what
-// the core held spare, which the loop has taken out of it; roomFor returns
-// what the loop puts back in (see loop.roomFor).
-func (sh *share[K, I, O]) roomFor(b, has budget) budget {
+// shard's wait line, number n, with several shards (see loop.roomFor). It
+// first gives back what the core holds spare, which fills the reservations
+// in their order, and makes its own the one of n, needing b (in n's place
+// among the others): then it takes what its reservation holds. So the room
+// freed goes to the shards' first waiting admissions in the order they
+// began to wait, this shard's own too. What it took and does not use goes
+// back with giveBackRoom, into the reservation, which keeps its place. has
+// is what the core held spare, which the loop has taken out of it; roomFor
+// returns what the loop puts back in (see loop.roomFor). Once the ferry's
+// end has begun (see room.end) it returns has and false, and changes
+// nothing: the loop hears of it (end) and answers its line.
+func (sh *share[K, I, O]) roomFor(b, has budget, n uint64) (budget, bool) {
 	p := sh.spare.take()
+	if sh.heard(p.end); sh.end != 0 {
+		sh.spare.put(p)
+		return has, false
+	}
 	p.give(has)
-	p.reserve(sh.poke, b)
+	p.reserve(sh.poke, b, n)
 	sh.reserved = true
 	got := p.claim(sh.poke)
 	sh.spare.put(p)
-	return got
+	return got, true
 }
 
 // borrowRoom borrows from the shared room what the admissions among ms, one
@@ -450,13 +513,14 @@ func (l *loop[K, I, O]) takeSpare() budget {
 // DoMany over several shards, and marks each part granted: its shard adds
 // the part's room to its own as it lets the part in, and refuses it only if
 // it is closing. It reports false, and takes nothing, if spare lacks that
-// room: the room is full but for room that a shard holds within a wake-up.
-// The parts then hold room shard by shard (see group.admit). So two DoManys
+// room (the room is full but for room that a shard holds within a wake-up)
+// or the ferry's end has begun (see room.end). The parts then hold room
+// shard by shard (see group.admit), or are refused. So two DoManys
 // over the same shards never each hold room the other needs, as they can
 // holding it shard by shard: one of them borrows, whatever the weights.
 func borrow[K comparable, I, O any](f *Ferry[K, I, O], g *group[K, I, O], total int64) bool {
 	p := f.spare.take()
-	if !p.free.holds(budget{len(g.ws), total}) {
+	if p.end != 0 || !p.free.holds(budget{len(g.ws), total}) {
 		f.spare.put(p)
 		return false
 	}

@@ -40,30 +40,29 @@ type waitEntry[K comparable, I, O any] struct {
 }
 
 // waitLine is the admissions waiting for room, in the order they came, by
-// number. Each is marked as it waits (a waiter's ticket is a waitTicket, a
+// number: numbers given in that order, across the shards (see
+// share.number). Each is marked as it waits (a waiter's ticket is a waitTicket, a
 // part's wait is its number), so that a caller who gives up is found and
 // taken out where it stands. It is pure bookkeeping: no channels, no clock,
 // no user code. Its zero value is an empty line. loop: its methods run on
 // the shard's loop goroutine.
 type waitLine[K comparable, I, O any] struct {
 	t  *btree.BTreeG[waitEntry[K, I, O]] // nil until the first push
-	n  uint64                            // the last number given
 	in int                               // the inputs of the admissions in the line
 }
 
-// push puts w, a Do's or a Submit's input, at the back of the line.
-func (l *waitLine[K, I, O]) push(w *waiter[K, I, O]) {
-	l.n++
-	w.tk = waitTicket(l.n)
-	l.insert(waitEntry[K, I, O]{n: l.n, w: w})
+// push puts w, a Do's or a Submit's input, at the back of the line as
+// number n, above every number in it.
+func (l *waitLine[K, I, O]) push(w *waiter[K, I, O], n uint64) {
+	w.tk = waitTicket(n)
+	l.insert(waitEntry[K, I, O]{n: n, w: w})
 }
 
 // pushPart puts part i of g (or, with borrow, all of g) at the back of the
-// line.
-func (l *waitLine[K, I, O]) pushPart(g *group[K, I, O], i int32, borrow bool) {
-	l.n++
-	g.parts[i].wait = l.n
-	l.insert(waitEntry[K, I, O]{n: l.n, g: g, part: i, borrow: borrow})
+// line as number n, above every number in it.
+func (l *waitLine[K, I, O]) pushPart(g *group[K, I, O], i int32, borrow bool, n uint64) {
+	g.parts[i].wait = n
+	l.insert(waitEntry[K, I, O]{n: n, g: g, part: i, borrow: borrow})
 }
 
 func (l *waitLine[K, I, O]) insert(e waitEntry[K, I, O]) {
@@ -172,7 +171,7 @@ func (l *loop[K, I, O]) refusesAtOnce(w *waiter[K, I, O]) bool {
 
 // wait puts w at the back of the wait line.
 func (l *loop[K, I, O]) wait(w *waiter[K, I, O]) {
-	l.waits.push(w)
+	l.waits.push(w, l.share.number())
 	if w.done != nil {
 		if l.waitSubs == nil {
 			l.waitSubs = make(map[chan result[O]]*waiter[K, I, O])
@@ -191,7 +190,8 @@ func (l *loop[K, I, O]) unwaitSub(w *waiter[K, I, O]) {
 // admitWaiting lets in the admissions waiting for room, first come first
 // in, while the room holds the first (see share.roomFor, which reserves
 // what it lacks on the shared room), and tells the share whether any waits
-// still.
+// still. If the shared room says the ferry's end has begun, it starts it
+// (see heedEnd), which answers the line.
 func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 	l.share.wants = false
 	for l.admits() {
@@ -200,7 +200,11 @@ func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 			break
 		}
 		need := l.needOf(e)
-		if !l.roomFor(need) {
+		if !l.roomFor(need, e.n) {
+			if l.share.end != 0 {
+				l.heedEnd()
+				continue // admits no more
+			}
 			l.share.wants = true
 			break
 		}
@@ -266,7 +270,7 @@ func (l *loop[K, I, O]) borrowWait(g *group[K, I, O], i int32) {
 		l.replyAfterLend(later[K, I, O]{p: &g.parts[i]})
 		return
 	}
-	l.waits.pushPart(g, i, true)
+	l.waits.pushPart(g, i, true, l.share.number())
 }
 
 // leave takes a Submit's input or a DoMany's part (or its borrow) out of
@@ -338,15 +342,16 @@ func (l *loop[K, I, O]) refuseWaiting(key K, err error) {
 }
 
 // roomFor reports whether the core has room spare for b, the need of the
-// first admission in the line. With several shards it gives what the core
-// holds spare to the shared room and reserves b there first (see
-// share.roomFor): then the core holds what the reservation held.
-func (l *loop[K, I, O]) roomFor(b budget) bool {
+// first admission in the line, number n. With several shards it gives what
+// the core holds spare to the shared room and reserves b there first (see
+// share.roomFor): then the core holds what the reservation held. Once the
+// ferry's end has begun it reports false, the core's room unchanged.
+func (l *loop[K, I, O]) roomFor(b budget, n uint64) bool {
 	if l.share.spare == nil || b == (budget{}) {
-		n, w := l.st.spare()
-		return budget{n, w}.holds(b)
+		fn, fw := l.st.spare()
+		return budget{fn, fw}.holds(b)
 	}
-	got := l.share.roomFor(b, l.takeSpare())
+	got, ok := l.share.roomFor(b, l.takeSpare(), n)
 	l.st.grow(got.n, got.w)
-	return got.holds(b)
+	return ok && got.holds(b)
 }

@@ -27,11 +27,11 @@ func TestWaitLine(t *testing.T) {
 	assert.False(t, ok, "the zero value is an empty line")
 	a, b, c := &w{key: "a"}, &w{key: "b"}, &w{key: "c"}
 	g := &group[string, in, int]{ws: make([]w, 3), parts: []part[string, in, int]{{n: 2}, {n: 1}}}
-	l.push(a)
-	l.pushPart(g, 0, false)
-	l.push(b)
-	l.pushPart(g, 1, true) // a borrow: all of g
-	l.push(c)
+	l.push(a, 1)
+	l.pushPart(g, 0, false, 2)
+	l.push(b, 4)              // numbers given to other shards' admissions leave gaps
+	l.pushPart(g, 1, true, 5) // a borrow: all of g
+	l.push(c, 9)
 	assert.Equal(t, 5, l.len())
 	assert.Equal(t, 1+2+1+3+1, l.inputs())
 	assert.NotZero(t, waitNumber(b.tk), "b is marked")
@@ -74,19 +74,22 @@ func TestWaitLine(t *testing.T) {
 }
 
 // The shared room's pool, without goroutines: room given back fills the
-// reservations in the order they were made, each up to its need, before
-// any is free; the first takes from later ones what it lacks; a
-// reservation is poked once, as it fills; claim keeps its place; cancel
-// frees what it held. Mutations: fill in reverse order; no taking from
-// later reservations (the second case deadlocks in a ferry: neither fills);
-// a poke on every fill, full or not.
+// reservations in the order of their admissions' wait numbers, each up to
+// its need, before any is free; the first takes from later ones what it
+// lacks; a reservation is poked once, as it fills; claim keeps its place;
+// a shard's next admission takes its number's place, behind an earlier
+// one of another shard; cancel frees what it held. Mutations: fill in
+// reverse order; no taking from later reservations (the second case
+// deadlocks in a ferry: neither fills); a poke on every fill, full or not;
+// reserve keeping a reservation's place for a new number (the order across
+// shards is lost: TestWaitForRoomOrderAcrossShards too).
 func TestPoolReservations(t *testing.T) {
 	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
 	p := &pool{free: budget{2, 20}}
-	p.reserve(a, budget{3, 30})
+	p.reserve(a, budget{3, 30}, 1)
 	assert.Equal(t, budget{}, p.free, "a takes what is free")
 	assert.Empty(t, p.pokes, "a is not full")
-	p.reserve(b, budget{1, 10})
+	p.reserve(b, budget{1, 10}, 2)
 	p.give(budget{1, 5})
 	assert.Equal(t, budget{3, 25}, p.resv[0].got, "a first")
 	assert.Equal(t, budget{}, p.resv[1].got)
@@ -99,7 +102,7 @@ func TestPoolReservations(t *testing.T) {
 
 	assert.Equal(t, budget{3, 30}, p.claim(a))
 	assert.Equal(t, budget{}, p.claim(a), "claimed once")
-	p.reserve(a, budget{1, 1}) // its first admission left: it needs less, and comes first still
+	p.reserve(a, budget{1, 1}, 1) // its first admission needs less now, and comes first still
 	assert.Equal(t, budget{1, 1}, p.resv[0].got, "from free, then from b")
 	assert.Equal(t, budget{1, 9}, p.resv[1].got)
 	assert.Equal(t, []chan struct{}{a}, p.pokes)
@@ -108,7 +111,7 @@ func TestPoolReservations(t *testing.T) {
 	assert.Equal(t, budget{1, 10}, p.resv[1].got)
 	assert.Equal(t, []chan struct{}{b}, p.pokes, "b again, as it fills again")
 	p.pokes = nil
-	p.reserve(a, budget{})
+	p.reserve(a, budget{}, 1)
 	assert.Equal(t, budget{1, 1}, p.free, "what a held beyond its need is free")
 	assert.Empty(t, p.pokes)
 	p.give(budget{1, 1})
@@ -122,18 +125,72 @@ func TestPoolReservations(t *testing.T) {
 	// 4; b holds 3 of 4 it needs; a, earlier, needs all 4 once its first
 	// admission changed. Neither would fill from free alone.
 	p = &pool{}
-	p.reserve(a, budget{1, 1})
-	p.reserve(b, budget{4, 4})
+	p.reserve(a, budget{1, 1}, 1)
+	p.reserve(b, budget{4, 4}, 2)
 	p.give(budget{4, 4})
 	assert.Equal(t, budget{1, 1}, p.resv[0].got)
 	assert.Equal(t, budget{3, 3}, p.resv[1].got)
 	p.claim(a)
 	p.give(budget{1, 1})
 	p.pokes = nil
-	p.reserve(a, budget{4, 4})
+	p.reserve(a, budget{4, 4}, 1)
 	assert.Equal(t, budget{4, 4}, p.resv[0].got, "a takes b's")
 	assert.Equal(t, budget{}, p.resv[1].got)
 	assert.Equal(t, []chan struct{}{a}, p.pokes)
+
+	// a's first admission is let in, and its next, number 3, began to wait
+	// after b's, number 2: a's reservation moves behind b's, with what it
+	// holds, and b, first now, takes it.
+	p = &pool{}
+	p.reserve(a, budget{1, 1}, 1)
+	p.reserve(b, budget{1, 1}, 2)
+	p.give(budget{1, 1})
+	assert.Equal(t, budget{1, 1}, p.claim(a))
+	p.pokes = nil
+	p.reserve(a, budget{1, 1}, 3)
+	assert.Equal(t, []uint64{2, 3}, []uint64{p.resv[0].n, p.resv[1].n})
+	assert.Equal(t, b, p.resv[0].poke)
+	p.give(budget{1, 1})
+	assert.Equal(t, budget{1, 1}, p.resv[0].got, "b first")
+	assert.Equal(t, []chan struct{}{b}, p.pokes)
+	assert.Equal(t, budget{}, p.resv[1].got)
+	p.reserve(a, budget{1, 1}, 0) // an earlier number goes first
+	assert.Equal(t, a, p.resv[0].poke)
+	assert.Equal(t, budget{1, 1}, p.resv[0].got, "and takes what a later one holds")
+}
+
+// room.end marks the pool for Close or Shutdown, and a close outranks a
+// shutdown; a share hears it as it takes the pool, and then borrows nothing
+// and finds no room for its line. Mutations: borrowRoom or roomFor not
+// reading the mark; end letting a shutdown replace a close.
+func TestRoomEnd(t *testing.T) {
+	r := newRoom(budget{4, math.MaxInt64})
+	r.end(opShutdown)
+	r.end(opClose)
+	r.end(opShutdown)
+	p := r.take()
+	assert.Equal(t, opClose, p.end)
+	p.end = opShutdown
+	r.put(p)
+
+	lim := limits{queued: 4}
+	st := newState[string, *waiter[string, in, int]](lim)
+	st.grow(-4, -math.MaxInt64) // the room starts in spare
+	l := &loop[string, in, int]{st: st, share: share[string, in, int]{lim: lim, spare: r, poke: make(chan struct{}, 1)}}
+	l.borrowRoom([]msg[string, in, int]{{op: opAdmit, w: &waiter[string, in, int]{key: "a", weight: 1}}})
+	assert.Equal(t, opShutdown, l.share.end)
+	n, _ := st.spare()
+	assert.Zero(t, n, "nothing borrowed")
+	assert.False(t, l.roomFor(budget{1, 1}, 1))
+	assert.False(t, l.share.reserved, "no reservation made")
+	assert.Equal(t, budget{4, math.MaxInt64}, spareOf2(r), "all the room still in spare")
+}
+
+// spareOf2 is what r holds free.
+func spareOf2(r room) budget {
+	p := r.take()
+	defer r.put(p)
+	return p.free
 }
 
 // A Do that the room cannot hold waits for room instead of ErrRejected, and
