@@ -48,6 +48,7 @@ type ferryRun struct {
 	retryN     int              // attempts a policy allows
 	backoff    time.Duration    // between them
 	retryPanic bool             // Retry panics on its second question
+	retryEnd   int              // 1: Retry's first question calls Flush, 2: Shutdown (each must fail at once)
 	failN      int              // calls of a batch leader that fail as its mode says; then they answer
 	tries      map[int]int      // by input id, calls led by it
 	failed     map[string][]int // by key, the failed inputs of its last call
@@ -57,6 +58,7 @@ type ferryRun struct {
 	called map[int]bool             // inputs that reached a call
 	many   map[int]bool             // inputs of a DoMany
 	last   map[string]map[int64]int // by key and rank, the last input called (not by a retry)
+	back   map[int]bool             // Submits that have returned: admitted (true) or not
 }
 
 // userClose calls Close from user code the ferry runs (a done, an OnBatch),
@@ -249,6 +251,25 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 // and panics on its second question if retryPanic. What it allows is checked
 // by the next call for the key (see checkRetry).
 func (r *ferryRun) retry(k any, attempt int, err error) (time.Duration, bool) {
+	r.userClose() // Retry is user code, where a Close returns at once
+	r.mu.Lock()
+	end := r.retryEnd
+	r.retryEnd = 0
+	r.mu.Unlock()
+	switch end { // each would wait for the call that asks: it must fail at once
+	case 1:
+		if err := r.f.Flush(context.Background()); err == nil {
+			r.mu.Lock()
+			r.fail("Flush from Retry returned nil")
+			r.mu.Unlock()
+		}
+	case 2:
+		if err := r.f.Shutdown(context.Background()); err == nil {
+			r.mu.Lock()
+			r.fail("Shutdown from Retry returned nil")
+			r.mu.Unlock()
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	key, _ := k.(string)
@@ -386,6 +407,8 @@ type fuzzCaller struct {
 	how    int           // doOne, submitOne or doMany
 	gate   chan struct{} // a Submit whose done blocks until it is closed
 	never  bool          // no room could ever hold it (or its DoMany): ErrRejected even with WaitForRoom
+	waited int           // a Submit: 1 + the step it began to wait for room in (it had not returned as the step ended); 0: it never waited
+	let    bool          // a Submit that waited, admitted: its order checked
 }
 
 const (
@@ -420,6 +443,9 @@ func (r *ferryRun) submit(f *Ferry[any, in, int], ctx context.Context, c *fuzzCa
 			r.mu.Unlock()
 		}
 	})
+	r.mu.Lock()
+	r.back[c.x.ID] = err == nil
+	r.mu.Unlock()
 	if err != nil { // not admitted: done is never called
 		r.mu.Lock()
 		r.returned[c.x.ID] = true
@@ -481,15 +507,20 @@ func runFerry(t *testing.T, data []byte) {
 	more := b.next()
 	cfg.PauseOnError = more&1 == 1
 	cfg.WaitForRoom = more&2 == 2
+	if more&6 == 6 { // WaitForRoom over 2 to 8 shards
+		cfg.Shards = 2 + int(more>>3)%7
+		cfg.MaxInFlightBatches = max(cfg.MaxInFlightBatches, cfg.Shards)
+	}
 	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{}, ok: map[int]bool{},
 		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}, closeErr: make(chan error, 1), returned: map[int]bool{},
 		tries: map[int]int{}, failed: map[string][]int{}, retrying: map[string][]int{},
-		called: map[int]bool{}, last: map[string]map[int64]int{}, many: map[int]bool{}}
+		called: map[int]bool{}, last: map[string]map[int64]int{}, many: map[int]bool{}, back: map[int]bool{}}
 	if opts&128 != 0 { // a Retry policy: attempts, backoff (0, 1ms or huge), a panic, calls that fail
 		p := b.next()
 		r.retryN, r.failN = 1+p%4, p/4%4
 		r.backoff = []time.Duration{0, time.Millisecond, math.MaxInt64 / 2, 0}[p/16%4]
 		r.retryPanic = p/64%4 == 0
+		r.retryEnd = []int{0, 1, 2, 0}[p/64%4]
 		cfg.Retry, r.cfg.Retry = r.retry, r.retry
 	}
 	if opts&8 == 0 {
@@ -577,9 +608,13 @@ func runFerry(t *testing.T, data []byte) {
 				defer cancel()
 				fl.c <- f.Flush(ctx)
 			}()
-		case 3: // a caller gives up
+		case 3: // a caller gives up; or time passes and it gives up at that instant, as a call ends
 			if len(callers) > 0 {
-				c := callers[b.next()%len(callers)]
+				x := b.next()
+				c := callers[x%len(callers)]
+				if x&128 != 0 { // no wait between: its ctx ends as the loop answers what the time made happen
+					time.Sleep(time.Duration(x>>5&3) * time.Millisecond)
+				}
 				r.mu.Lock()
 				r.cancelled[r.owner[c.x.ID]] = true
 				r.mu.Unlock()
@@ -594,6 +629,13 @@ func runFerry(t *testing.T, data []byte) {
 			stopping = true
 			if b.next()%2 == 0 {
 				go func() { closeDone <- f.Close() }()
+				if y := b.next(); y%2 == 1 && len(callers) > 0 { // a ctx ends as the close answers
+					c := callers[y/2%len(callers)]
+					r.mu.Lock()
+					r.cancelled[r.owner[c.x.ID]] = true
+					r.mu.Unlock()
+					c.cancel()
+				}
 				synctest.Wait()
 				r.mu.Lock()
 				r.closed = true
@@ -667,6 +709,9 @@ func runFerry(t *testing.T, data []byte) {
 				}
 			}
 		}
+		if cfg.WaitForRoom {
+			checkLetIn(t, r, callers, step)
+		}
 		r.mu.Unlock()
 		flushes = checkFlushes(t, r, flushes, callers)
 	}
@@ -700,6 +745,12 @@ func runFerry(t *testing.T, data []byte) {
 		if errors.Is(c.a.err, ErrPaused) && r.called[c.x.ID] {
 			t.Fatalf("input %d: answered %v, yet it reached a call", c.x.ID, c.a.err)
 		}
+		switch dropped := errors.Is(c.a.err, ErrDropped); {
+		case dropped && r.called[c.x.ID]:
+			t.Fatalf("input %d: answered %v, yet it reached a call", c.x.ID, c.a.err)
+		case errors.Is(c.a.err, context.Canceled) && !dropped && !r.called[c.x.ID]:
+			t.Fatalf("input %d: ctx's error alone, %v, which says a call took it, yet none did", c.x.ID, c.a.err)
+		}
 	}
 	left := 0
 	for _, n := range r.made {
@@ -726,6 +777,31 @@ func runFerry(t *testing.T, data []byte) {
 	}
 	if len(r.bad) > 0 {
 		t.Fatal(r.bad)
+	}
+}
+
+// checkLetIn checks, as step ends, that the Submits waiting for room are let
+// in in the order they began to wait, over every shard: one that began in
+// an earlier step than one admitted has returned too (admitted, dropped,
+// refused). Only Submits tell when they are let in: they return then. The
+// bubble is still, so no room moves between shards. r.mu is held.
+func checkLetIn(t *testing.T, r *ferryRun, callers []*fuzzCaller, step int) {
+	for _, c := range callers {
+		if _, back := r.back[c.x.ID]; c.how == submitOne && c.waited == 0 && !back {
+			c.waited = step + 1
+		}
+	}
+	for _, c := range callers {
+		if admitted := r.back[c.x.ID]; c.waited == 0 || c.let || !admitted {
+			continue
+		}
+		c.let = true
+		for _, a := range callers {
+			if _, back := r.back[a.x.ID]; a.waited > 0 && a.waited < c.waited && !back {
+				t.Fatalf("Submit %d, waiting for room since step %d, let in before Submit %d, waiting since step %d",
+					c.x.ID, c.waited-1, a.x.ID, a.waited-1)
+			}
+		}
 	}
 }
 

@@ -8,7 +8,12 @@
  * shard's side of it (share.borrowRoom, roomFor, giveBackRoom), and the
  * callers: Do and Submit of one input, DoMany of one input in each shard
  * (borrow, then every part sent at once; else opBorrowWait, then part 1),
- * whose ctx may end as they wait (opDrop, opLeave), and Close. Nothing
+ * whose ctx may end as they wait (opDrop, opLeave), and Close or Shutdown,
+ * which mark the pool as ending (room.end) before they tell any shard: a
+ * shard that takes the pool after the mark starts that end itself
+ * (heedEnd). Every admission that begins to wait takes a wait number
+ * from the pool (share.number), and the reservations stand in the order
+ * of their admissions' numbers (pool.reserve). Nothing
  * else of the ferry is here: see ferry.pml for one loop's protocol,
  * room.pml for the room shared without WaitForRoom, and README.md.
  *
@@ -18,13 +23,15 @@
  *           sendReplies), handle (opAdmit: admit, letIn, wait; opAdmitMany:
  *           admitPart, letInPart, takeRoomOf; opBorrowWait: borrowWait;
  *           opDrop: drop; opLeave: leave; opClose: close, closeWaits,
- *           state.drain), dispatch (admitWaiting, take, giveBackRoom,
- *           sendReplies, the jobs: their answers)
+ *           state.drain; opShutdown: shutdown, closeWaits), heedEnd,
+ *           dispatch (admitWaiting, take, giveBackRoom, sendReplies, the
+ *           jobs: their answers)
  *   doer    Ferry.Do (doInput, await, abandon) or Ferry.Submit
  *           (submitInput: opLeave when its ctx ends)
  *   many    Ferry.DoMany over two shards (doInputs, group.admit, borrow,
  *           requestWaiting, giveBack)
- *   closer  Ferry.Close: opClose to each shard
+ *   closer  Ferry.Close: room.end, then opClose to each shard
+ *   shutter Ferry.Shutdown: room.end, then opShutdown to each shard
  *
  * The room is one quantity, W: MaxQueued with every input weighing 1, or
  * MaxQueuedWeight with MaxQueued never binding (the pool moves inputs and
@@ -51,12 +58,16 @@
  *            caller 1 a DoMany of weights 1 and 1; caller 2 a Do of
  *            weight G (default 2) in shard 1: the code before b1092b1
  *            deadlocked
+ *   SHUT_RUN W 2: caller 0 a Do of weight 2 in shard 0, in its lane
+ *            (PRE); caller 1 a Do of weight 1 in shard 1 and caller 2 one
+ *            in shard 0, which wait; a shutter calls Shutdown at any time
  * and
  *   SUB      bit c: caller c (a Do) is a Submit
  *   CANCEL   bit c: caller c's ctx may end (default none)
  *   PRE      bit c: caller c's input is in its lane as the run starts
  *   CALLERS  bit c: caller c runs (default all)
  *   CLOSER=1 a closer calls Close at any time
+ *   SHUTTER=1 a shutter calls Shutdown at any time (SHUT_RUN sets it)
  *   MUT_*    one mutation each; see README.md
  *
  * Properties (assertions, invalid end states; ltl live under weak
@@ -68,6 +79,10 @@
  * says it has a reservation (reserved) has one, and a shard has one at
  * most; FIFO within a shard: only the front of a line leaves it to be let
  * in, and an admission is let in as it comes only if nothing waits (fifo);
+ * across shards: a shard's first admission gets its room only once every
+ * reservation of an admission that began to wait before it is full
+ * (ordok); once Close or Shutdown has begun nothing is let in, but the
+ * parts of a DoMany granted its room before (endok);
  * a key's inputs enter its lane in the order they came to its shard (the
  * key order; a DoMany's part 0 comes with its opBorrowWait); nothing is
  * refused for room; no input is let in after its caller was told it is
@@ -86,6 +101,7 @@
 #define DROP  4          /* opDrop of a Do: input x */
 #define LEAVE 5          /* opLeave: a Submit's input x, or NIN + part */
 #define CLOSE 6          /* opClose */
+#define SHUT  7          /* opShutdown */
 
 #define OK      1        /* a Do's answer, a Submit's errAdmitted, a part's nil */
 #define DROPPED 2        /* errDropped */
@@ -104,6 +120,13 @@
 #endif
 #ifndef SUB
 #define SUB 0
+#endif
+#ifdef SHUT_RUN
+#undef SHUTTER
+#define SHUTTER 1
+#endif
+#ifndef SHUTTER
+#define SHUTTER 0
 #endif
 
 #if defined(MANY)
@@ -150,8 +173,16 @@
 #ifndef PRE
 #define PRE 1
 #endif
+#elif defined(SHUT_RUN)
+#define W 2
+#define NCALL 3
+#define NIN 3
+#define NK 3
+#ifndef PRE
+#define PRE 1
+#endif
 #else
-#error "wait.pml: define one of MANY, STEAL, ORDER, BUG=1, BUG=2"
+#error "wait.pml: define one of MANY, STEAL, ORDER, BUG=1, BUG=2, SHUT_RUN"
 #endif
 #ifndef PRE
 #define PRE 0
@@ -181,6 +212,9 @@ byte kind[NCALL], cx[NCALL];                   /* a caller's kind, its (first) i
 byte free;                   /* p.free */
 byte nres;                   /* len(p.resv) */
 byte rsh[NS], rneed[NS], rgot[NS];  /* p.resv in order: shard + 1, need, got */
+byte rn[NS];                 /* the reservation's admission's wait number */
+byte wnum;                   /* p.next: the last wait number given */
+byte ending;                 /* p.end: 0, CLOSE or SHUT (room.end) */
 
 /* ---- DoMany parts: the caller's and the loop's ---- */
 bit  pgrant[NP];             /* granted: the part's room is aside, the loop adds it */
@@ -189,11 +223,13 @@ byte perr[NP];               /* p.err: 0 (nil), DROPPED, CLOSED */
 /* ---- each loop's own state ---- */
 byte cap[NS];                /* st.lim: the room the core holds */
 byte q[NS];                  /* st.weight: what waits in its lanes */
-bit  closed[NS];             /* closing: the room admits nothing */
+bit  closed[NS];             /* closing or shutting down: the room admits nothing */
+bit  closing[NS];            /* close has drained the shard */
 bit  reserved[NS];           /* share.reserved */
 bit  wants[NS];              /* share.wants */
 byte nl[NS];                 /* the wait line's length */
 byte line[NS*LS];            /* the line, in order: an entry (see EIN, EPART, EBOR) */
+byte lnum[NS*LS];            /* the entries' wait numbers */
 byte nla[NS];                /* inputs in the lanes */
 byte lane[NS*LN];            /* the inputs in the lanes: 1 + input */
 
@@ -214,6 +250,7 @@ byte lastk[NK];              /* the place of the last input of each key to enter
 bit  out[NIN];               /* the input's caller was told it is not let in */
 bit  adm[NIN];               /* the input was let in */
 byte ndone;                  /* callers returned */
+bit  endbegun;               /* Close or Shutdown has begun (marked the pool, or not: a mutation) */
 
 #define SPARE(s) (cap[s] - q[s])
 #define ROOMOK (free + rgot[0] + rgot[1] + cap[0] + cap[1] + grn == W)
@@ -275,11 +312,39 @@ inline give(b) {
 	free = free + b; fill()
 }
 
-/* pool.reserve(s's poke, nd) */
-inline reserve(s, nd) {
+/* take out the reservation at ri */
+inline dropResv(ri) {
+	do
+	:: ri + 1 < nres -> rsh[ri] = rsh[ri + 1]; rneed[ri] = rneed[ri + 1]; rgot[ri] = rgot[ri + 1]; rn[ri] = rn[ri + 1]; ri++
+	:: else -> break
+	od;
+	nres--; rsh[nres] = 0; rneed[nres] = 0; rgot[nres] = 0; rn[nres] = 0
+}
+
+/* pool.reserve(s's poke, nd, n): the reservation of admission n, in its
+ * place by n, holding what s's held (hg) */
+inline reserve(s, nd, n) {
 	find(s);
+#ifndef MUT_RESV_KEEPS_PLACE
 	if
-	:: ri == NS -> ri = nres; rsh[ri] = s + 1; rneed[ri] = 0; rgot[ri] = 0; nres++
+	:: ri < NS && rn[ri] != n -> hg = rgot[ri]; dropResv(ri); ri = NS   /* a new front: out of its place */
+	:: else -> skip
+	fi;
+#else
+	if
+	:: ri < NS -> rn[ri] = n                     /* MUTATION: it keeps its place */
+	:: else -> skip
+	fi;
+#endif
+	if
+	:: ri == NS ->
+		ri = nres;
+		do
+		:: ri > 0 && rn[ri - 1] > n ->
+			rsh[ri] = rsh[ri - 1]; rneed[ri] = rneed[ri - 1]; rgot[ri] = rgot[ri - 1]; rn[ri] = rn[ri - 1]; ri--
+		:: else -> break
+		od;
+		rsh[ri] = s + 1; rneed[ri] = 0; rgot[ri] = hg; rn[ri] = n; nres++; hg = 0
 	:: else -> skip
 	fi;
 	rneed[ri] = nd;
@@ -304,11 +369,7 @@ inline cancel(s) {
 	if
 	:: ri < NS ->
 		got = rgot[ri];
-		do
-		:: ri + 1 < nres -> rsh[ri] = rsh[ri + 1]; rneed[ri] = rneed[ri + 1]; rgot[ri] = rgot[ri + 1]; ri++
-		:: else -> break
-		od;
-		nres--; rsh[nres] = 0; rneed[nres] = 0; rgot[nres] = 0;
+		dropResv(ri);
 		give(got); got = 0
 	:: else -> skip
 	fi;
@@ -326,19 +387,41 @@ inline resok() {
 
 /* ================= a loop's side of the room (share.go) ================= */
 
-/* share.roomFor(nd), nd > 0: the core's spare to the pool, the shard's
- * reservation made nd, what it holds taken: ok if the core has nd */
-inline roomFor(nd) {
-	b = SPARE(i); cap[i] = cap[i] - b;
-	give(b); b = 0;
-	reserve(i, nd);
-	reserved[i] = 1;
-	claim(i);
-	cap[i] = cap[i] + got;
-	printf("ROOMFOR shard %d need %d: claims %d, core %d spare %d; pool free %d resv %d\n", i, nd, got, cap[i], SPARE(i), free, nres);
-	got = 0;
-	resok();
-	ok = (SPARE(i) >= nd)
+/* the order across shards: admission n of shard i gets its room only once
+ * the reservation of every admission that began to wait before it is full */
+inline ordok(n) {
+	fa = 0;
+	do
+	:: fa < nres -> assert(rn[fa] >= n || rgot[fa] >= rneed[fa]); fa++
+	:: else -> break
+	od;
+	fa = 0
+}
+
+/* share.roomFor(nd, n), nd > 0, for admission n: once the ferry's end
+ * has begun, nothing (hear: the loop starts it); else the core's spare to
+ * the pool, the shard's reservation made n's, needing nd, what it holds
+ * taken: ok if the core has nd */
+inline roomFor(nd, n) {
+	if
+	:: ending -> hear = 1; ok = 0;
+		printf("ROOMFOR shard %d hears the end\n", i)
+	:: !ending ->
+		b = SPARE(i); cap[i] = cap[i] - b;
+		give(b); b = 0;
+		reserve(i, nd, n);
+		reserved[i] = 1;
+		claim(i);
+		cap[i] = cap[i] + got;
+		printf("ROOMFOR shard %d need %d (number %d): claims %d, core %d spare %d; pool free %d resv %d\n", i, nd, n, got, cap[i], SPARE(i), free, nres);
+		got = 0;
+		resok();
+		ok = (SPARE(i) >= nd);
+		if
+		:: ok -> ordok(n)
+		:: else -> skip
+		fi
+	fi
 }
 
 /* share.giveBackRoom */
@@ -376,17 +459,18 @@ inline say(en) {
 
 inline push(en) {
 	assert(nl[i] < LS);
-	line[i*LS + nl[i]] = en; nl[i]++;
+	wnum++;                                      /* share.number: from the pool */
+	line[i*LS + nl[i]] = en; lnum[i*LS + nl[i]] = wnum; nl[i]++;
 	printf("WAIT shard %d: ", i); say(en); printf(" joins the line (%d waiting)\n", nl[i])
 }
 
 /* take out the entry at k */
 inline removeAt(k) {
 	do
-	:: k + 1 < nl[i] -> line[i*LS + k] = line[i*LS + k + 1]; k++
+	:: k + 1 < nl[i] -> line[i*LS + k] = line[i*LS + k + 1]; lnum[i*LS + k] = lnum[i*LS + k + 1]; k++
 	:: else -> break
 	od;
-	nl[i]--; line[i*LS + nl[i]] = 0
+	nl[i]--; line[i*LS + nl[i]] = 0; lnum[i*LS + nl[i]] = 0
 }
 
 /* k = the index of entry en in the line, or LS */
@@ -404,6 +488,12 @@ inline findLine(en) {
  * if nothing waits before it */
 inline fifo() {
 	assert(nl[i] == 0)
+}
+
+/* nothing is let in once Close or Shutdown has begun: every let-in takes
+ * its room through the pool, which says the end has begun */
+inline endok() {
+	assert(!endbegun)
 }
 
 /* ================= the core (state.go) ================= */
@@ -494,7 +584,7 @@ inline admitOne() {
 	needOf(e);
 	if
 	:: nd == 0 -> ok = 1
-	:: nd > 0 -> roomFor(nd)
+	:: nd > 0 -> roomFor(nd, lnum[i*LS]); if :: ok -> endok() :: else -> skip fi
 	fi;
 	if
 	:: ok ->
@@ -505,7 +595,12 @@ inline admitOne() {
 		:: ISPART(e) -> x = e - 1 - NIN; letInPart(x)
 		:: ISBOR(e) -> x = e - 1 - NIN - NP; grant(x, nd)
 		fi
-	:: else -> wants[i] = 1; stop = 1
+	:: else ->
+		if
+		:: !hear -> wants[i] = 1
+		:: hear -> skip                          /* heedEnd answers the line */
+		fi;
+		stop = 1
 	fi;
 	e = 0; nd = 0; ok = 0; x = 0
 }
@@ -525,7 +620,7 @@ inline admit(x) {
 #endif
 		if
 		:: closed[i] -> answer(iown[x], CLOSED)  /* refused: ErrClosed */
-		:: !closed[i] && iwt[x] <= SPARE(i) -> fifo(); letIn(x)
+		:: !closed[i] && iwt[x] <= SPARE(i) -> fifo(); endok(); letIn(x)
 		:: !closed[i] && iwt[x] > SPARE(i) -> push(EIN(x))      /* rejectedFull: it waits */
 		fi
 	fi
@@ -545,11 +640,18 @@ inline admitPart(p) {
 	:: !closed[i] && nl[i] > 0 -> takeRoomOf(p); push(EPART(p))   /* its room lent while it waits */
 	:: closed[i] || nl[i] == 0 ->
 #endif
+		gr = pgrant[p];
 		takeRoomOf(p);
 		if
 		:: closed[i] -> perr[p] = CLOSED; later(EPART(p))
 		:: !closed[i] && iwt[y] <= SPARE(i) ->
-			fifo(); enter(y); perr[p] = 0; later(EPART(p))
+			fifo();
+			if
+			:: !gr -> endok()
+			:: gr -> skip                        /* its room was granted before */
+			fi;
+			gr = 0;
+			enter(y); perr[p] = 0; later(EPART(p))
 		:: !closed[i] && iwt[y] > SPARE(i) -> push(EPART(p))
 		fi
 	fi;
@@ -638,26 +740,44 @@ inline closedWord(y) {
 	fi
 }
 
-/* opClose: close, closeWaits (the line answered ErrClosed, a part's
- * room taken in, its word at once), state.drain */
-inline lclose() {
+/* closeWaits: the line answered ErrClosed, a part's room taken in, its
+ * word at once */
+inline closeWaits() {
+	k = 0;
+	do
+	:: k < nl[i] ->
+		e = line[i*LS + k];
+		if
+		:: ISIN(e) -> answer(iown[e - 1], CLOSED)
+		:: ISPART(e) -> y = e - 1 - NIN; takeRoomOf(y); perr[y] = CLOSED; assert(nfull(gc[y])); gc[y]!1
+		:: ISBOR(e) -> y = e - 1 - NIN - NP; takeRoomOf(y); perr[y] = CLOSED; assert(nfull(gc[y])); gc[y]!1
+		fi;
+		line[i*LS + k] = 0; lnum[i*LS + k] = 0; k++
+	:: else -> break
+	od;
+	nl[i] = 0
+}
+
+/* opShutdown: shutdown, once: the room admits nothing, closeWaits; what
+ * waits in the lanes runs (take) */
+inline lshut() {
 	if
 	:: !closed[i] ->
 		closed[i] = 1;
+		printf("SHUTDOWN shard %d\n", i);
+		closeWaits();
+		k = 0; e = 0; y = 0
+	:: else -> skip
+	fi
+}
+
+/* opClose: close, closeWaits, state.drain */
+inline lclose() {
+	if
+	:: !closing[i] ->
+		closing[i] = 1; closed[i] = 1;
 		printf("CLOSE shard %d\n", i);
-		k = 0;
-		do
-		:: k < nl[i] ->
-			e = line[i*LS + k];
-			if
-			:: ISIN(e) -> answer(iown[e - 1], CLOSED)
-			:: ISPART(e) -> y = e - 1 - NIN; takeRoomOf(y); perr[y] = CLOSED; assert(nfull(gc[y])); gc[y]!1
-			:: ISBOR(e) -> y = e - 1 - NIN - NP; takeRoomOf(y); perr[y] = CLOSED; assert(nfull(gc[y])); gc[y]!1
-			fi;
-			line[i*LS + k] = 0; k++
-		:: else -> break
-		od;
-		nl[i] = 0;
+		closeWaits();
 		k = 0;
 		do
 		:: k < nla[i] -> closedWord(lane[i*LN + k] - 1); lane[i*LN + k] = 0; k++
@@ -669,8 +789,18 @@ inline lclose() {
 	fi
 }
 
+/* heedEnd: the end the pool says has begun */
+inline heedEnd() {
+	hear = 0;
+	if
+	:: ending == CLOSE -> lclose()
+	:: ending == SHUT -> lshut()
+	fi
+}
+
 /* share.need and borrowRoom: what the wake-up's admissions take, borrowed
- * from free as far as the core lacks it */
+ * from free as far as the core lacks it; once the ferry's end has begun,
+ * nothing (hear: the loop starts it) */
 inline borrowRoom() {
 	if
 	:: !closed[i] ->
@@ -688,7 +818,8 @@ inline borrowRoom() {
 		k = 0;
 		nd = ((nd > W) -> W : nd);
 		if
-		:: nd > SPARE(i) ->
+		:: nd > SPARE(i) && ending -> hear = 1; printf("BORROW shard %d hears the end\n", i)
+		:: nd > SPARE(i) && !ending ->
 			b = nd - SPARE(i);
 			b = ((free < b) -> free : b);
 			free = free - b; cap[i] = cap[i] + b;
@@ -712,6 +843,7 @@ inline sayop(op, x) {
 	:: op == LEAVE && x < NIN -> printf("opLeave of input %d (caller %d)", x, iown[x])
 	:: op == LEAVE && x >= NIN -> printf("opLeave of part %d (DoMany %d)", x - NIN, (x - NIN)/2)
 	:: op == CLOSE -> printf("opClose")
+	:: op == SHUT -> printf("opShutdown")
 	fi
 }
 
@@ -728,6 +860,7 @@ inline handleAll() {
 		:: bop[k2] == DROP -> drop(x)
 		:: bop[k2] == LEAVE -> leave(x)
 		:: bop[k2] == CLOSE -> lclose()
+		:: bop[k2] == SHUT -> lshut()
 		fi;
 		bop[k2] = 0; bx[k2] = 0; x = 0; k2++
 	:: else -> break
@@ -792,8 +925,8 @@ proctype loop(byte i) {
 	byte bop[INCSZ], bx[INCSZ], nb;   /* l.batch: one wake-up's messages */
 	byte rl[LS + NIN], nrl;           /* sh.replies: the words held back */
 	byte job[LN], nj;                 /* the batches taken: their inputs */
-	byte k, k2, k3, x, y, e, nd, b, got, dd, fa, fb, ri;
-	bit ok, stop, was, took, must, disp;
+	byte k, k2, k3, x, y, e, nd, b, got, dd, fa, fb, ri, hg;
+	bit ok, stop, was, took, must, disp, hear, gr;
 end_l:
 	if
 	:: atomic {                                  /* receive */
@@ -803,6 +936,10 @@ end_l:
 		:: empty(inc[i]) -> break
 		od;
 		borrowRoom();
+		if
+		:: hear -> heedEnd()                     /* before the admissions: refused */
+		:: else -> skip
+		fi;
 		handleAll();
 		disp = 0; wants[i] = 0
 	   }
@@ -812,7 +949,12 @@ end_l:
 	/* admitWaiting: one step per turn (each takes the pool once) */
 aw:
 	do
-	:: atomic { !stop && !closed[i] && nl[i] > 0 -> admitOne() }
+	:: atomic { !stop && !closed[i] && nl[i] > 0 -> admitOne();
+		if
+		:: hear -> heedEnd()
+		:: else -> skip
+		fi
+	   }
 	:: atomic {
 		stop || closed[i] || nl[i] == 0 ->
 		stop = 0;
@@ -943,11 +1085,11 @@ proctype many(byte c) {
 	bit ok, was, left, ended, bw;
 	atomic {                                     /* borrow */
 		if
-		:: free >= iwt[cx[c]] + iwt[cx[c] + 1] ->
+		:: !ending && free >= iwt[cx[c]] + iwt[cx[c] + 1] ->
 			free = free - iwt[cx[c]] - iwt[cx[c] + 1]; grn = grn + iwt[cx[c]] + iwt[cx[c] + 1];
 			pgrant[2*c] = 1; pgrant[2*c + 1] = 1;
 			printf("MANY %d borrows %d from the pool; free %d\n", c, iwt[cx[c]] + iwt[cx[c] + 1], free)
-		:: else -> bw = 1;                       /* the room of all, in part 0's shard */
+		:: ending || free < iwt[cx[c]] + iwt[cx[c] + 1] -> bw = 1;  /* the room of all, in part 0's shard */
 			printf("MANY %d cannot borrow (free %d)\n", c, free)
 		fi;
 		resok()
@@ -975,10 +1117,30 @@ proctype many(byte c) {
 	od
 }
 
+/* room.end, then the message to each shard in turn */
 proctype closer() {
+	atomic {
+#ifndef MUT_NO_END_MARK
+		ending = CLOSE;
+#endif
+		endbegun = 1; printf("CLOSE begins\n")
+	};
 	if
 	:: inc[0]!CLOSE, 0; inc[1]!CLOSE, 0
 	:: inc[1]!CLOSE, 0; inc[0]!CLOSE, 0
+	fi
+}
+
+proctype shutter() {
+	atomic {
+#ifndef MUT_NO_END_MARK
+		ending = SHUT;
+#endif
+		endbegun = 1; printf("SHUTDOWN begins\n")
+	};
+	if
+	:: inc[0]!SHUT, 0; inc[1]!SHUT, 0
+	:: inc[1]!SHUT, 0; inc[0]!SHUT, 0
 	fi
 }
 
@@ -1022,6 +1184,10 @@ init {
 		input(0, 0, 0, 2, 0); caller(0, KDO, 0);   /* fills the room */
 		input(1, 0, 1, 1, 1); input(2, 1, 2, 1, 1); caller(1, KMANY, 1);
 		input(3, 1, 3, G, 2); caller(2, KDO, 3);
+#elif defined(SHUT_RUN)
+		input(0, 0, 0, 2, 0); caller(0, KDO, 0);   /* fills the room */
+		input(1, 1, 1, 1, 1); caller(1, KIND(1), 1);
+		input(2, 0, 2, 1, 2); caller(2, KIND(2), 2);
 #endif
 		free = W;                                /* New: all the room in the pool */
 		k = 0;
@@ -1040,6 +1206,10 @@ init {
 		od;
 		if
 		:: CLOSER -> run closer()
+		:: else -> skip
+		fi;
+		if
+		:: SHUTTER -> run shutter()
 		:: else -> skip
 		fi;
 		k = 0
