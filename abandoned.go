@@ -1,5 +1,7 @@
 package ferry
 
+import "context"
+
 // This file is the loop's side of the inputs whose callers gave up once a
 // call took them: with CancelAbandoned, the count of a batch's callers left,
 // and its call cancelled once none is; with Retry, the inputs a retry leaves
@@ -41,4 +43,17 @@ func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
 	}
 	a.idx = a.idx[:n]
 	a.c <- struct{}{}
+}
+
+// watch gives the batch that worker wk, id, takes a context of its own,
+// with CancelAbandoned, and returns it: the count of its callers left, and
+// each input's ticket inFlight, so that gaveUp finds the batch.
+func (l *loop[K, I, O]) watch(id int, wk *worker[K, I, O], batch []*waiter[K, I, O]) context.Context {
+	var ctx context.Context
+	ctx, wk.cancel = context.WithCancelCause(l.s.ctx) // the ferry's: no user code
+	wk.tag, wk.live = inFlight(id, l.tally.Batches).seq, len(batch)
+	for _, w := range batch {
+		w.tk = inFlight(id, l.tally.Batches)
+	}
+	return ctx
 }

@@ -105,11 +105,20 @@ func (l *loop[K, I, O]) claim(w *waiter[K, I, O]) {
 	l.claims++
 	d := directCall{n: l.claims}
 	if l.f.onBatch != nil { // its OnBatch comes after the key's last completions
-		d.after, d.fin = l.completing[w.key], make(chan struct{})
-		l.completing[w.key] = d.fin
+		d.after, d.fin = l.place(w.key)
 		w.after, w.fin = d.after, d.fin
 	}
 	l.directs[w.key] = d
 	l.dpeak = max(l.dpeak, len(l.directs))
 	w.c <- result[O]{err: errClaimed}
+}
+
+// place gives key's next completions their place after its last: it
+// returns after, the channel closed once the key's last completions are
+// over (nil if none are to come), and fin, to close once these are over,
+// which the key's next completions wait for.
+func (l *loop[K, I, O]) place(key K) (after, fin chan struct{}) {
+	after, fin = l.completing[key], make(chan struct{})
+	l.completing[key] = fin
+	return after, fin
 }

@@ -1,7 +1,6 @@
 package ferry
 
 import (
-	"context"
 	"fmt"
 	"time"
 )
@@ -88,14 +87,11 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, lim.queuedWeight),
 	}
-	l.share = share[K, I, O]{lim: lim}
-	l.slots = slots[K, I, O]{own: own, most: most, shards: len(f.shards), start: func() *worker[K, I, O] { return newWorker(f) }}
-	if n := len(f.shards); n > 1 { // the room starts in spare: see share
-		l.share.spare, l.slots.pool = f.spare, f.slots
+	l.share = newShare[K, I, O](lim, f.spare, f.waitForRoom)
+	l.slots = slots[K, I, O]{pool: f.slots, shards: len(f.shards), own: own, most: most,
+		start: func() *worker[K, I, O] { return newWorker(f) }}
+	if f.spare != nil { // the room starts in spare: see share
 		l.st.grow(-lim.queued, -sharedWeight(lim))
-		if f.waitForRoom {
-			l.share.poke = make(chan struct{}, 1)
-		}
 	}
 	if lim.queuedWeight == 0 {
 		l.errFullWeight = fmt.Errorf("%w: the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", ErrRejected)
@@ -323,19 +319,6 @@ func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	}
 }
 
-// heedEnd starts the ferry's end that the shared room says has begun (see
-// room.end), if this shard's own message has not come yet: with several
-// shards, Close and Shutdown mark the room before they tell any shard, so
-// that no room a shard frees as it ends lets another's admissions in.
-func (l *loop[K, I, O]) heedEnd() {
-	switch l.share.end {
-	case opClose:
-		l.close()
-	case opShutdown:
-		l.shutdown()
-	}
-}
-
 // shutdown starts a graceful close, once: see state.shutdown.
 func (l *loop[K, I, O]) shutdown() {
 	if !l.st.closed && !l.st.shuttingDown {
@@ -421,7 +404,7 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 // is in the future if a worker is idle.
 func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	st := l.st
-	l.slots.starved = false
+	l.slots.dispatching()
 	for {
 		l.admitWaiting(now)
 		if !l.take(now) || l.waits.len() == 0 {
@@ -464,15 +447,11 @@ func (l *loop[K, I, O]) take(now time.Duration) bool {
 			wk.owe = l.rounds.owe(n)
 		}
 		if l.f.onBatch != nil || hasSubmit(batch) { // its completions come after the key's last
-			j.after, j.fin = l.completing[key], make(chan struct{})
-			l.completing[key], wk.fin, wk.key = j.fin, j.fin, key
+			j.after, j.fin = l.place(key)
+			wk.fin, wk.key = j.fin, key
 		}
 		if l.f.cancelAbandoned { // after the round's look at the tickets
-			j.ctx, wk.cancel = context.WithCancelCause(l.s.ctx) // the ferry's: no user code
-			wk.tag, wk.live = inFlight(id, l.tally.Batches).seq, len(batch)
-			for _, w := range batch {
-				w.tk = inFlight(id, l.tally.Batches)
-			}
+			j.ctx = l.watch(id, wk, batch)
 		}
 		l.out.starts = append(l.out.starts, j)
 		took = true
@@ -513,19 +492,6 @@ func (l *loop[K, I, O]) close() {
 	for _, c := range l.rounds.abort() {
 		l.out.flushes = append(l.out.flushes, flushAnswer{c, ErrClosed})
 	}
-}
-
-// refuse answers ws, inputs that waited in lanes and that no call took,
-// with err, as reply does, and returns the Submits' indexes appended to
-// subs: a DoMany's are marked refused first, before their answer counts
-// down (see group.abandon). It runs on the loop.
-func refuse[K comparable, I, O any](ws []*waiter[K, I, O], err error, subs []int) []int {
-	for _, w := range ws {
-		if w.g != nil {
-			w.refused = true
-		}
-	}
-	return reply(ws, nil, nil, err, subs)
 }
 
 // end moves the close along and reports whether the loop is over: a room

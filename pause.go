@@ -104,9 +104,7 @@ func (l *loop[K, I, O]) pause(key K, failure error) {
 	if len(subs) == 0 {
 		return
 	}
-	fin := make(chan struct{})
-	after := l.completing[key]
-	l.completing[key] = fin
+	after, fin := l.place(key)
 	if l.pausing == nil {
 		l.pausing = make(map[chan struct{}]pauseNote[K])
 	}

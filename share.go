@@ -267,6 +267,21 @@ func (sh *share[K, I, O]) number() uint64 {
 	return n
 }
 
+// newShare returns a shard's share of spare, the ferry's shared room (nil
+// with one shard), whose limits are lim; with WaitForRoom it has a poke.
+func newShare[K comparable, I, O any](lim limits, spare room, waitForRoom bool) share[K, I, O] {
+	sh := share[K, I, O]{lim: lim, spare: spare}
+	if spare != nil && waitForRoom {
+		sh.poke = make(chan struct{}, 1)
+	}
+	return sh
+}
+
+// waiting records whether an admission waits for room in this shard (see
+// loop.admitWaiting): giveBackRoom ends the shard's reservation once none
+// does.
+func (sh *share[K, I, O]) waiting(wants bool) { sh.wants = wants }
+
 // borrowRoom borrows from spare what this shard lacks of room for the
 // admissions among ms, one wake-up's messages, or as much as spare has, so
 // that the core refuses one only if the shared room cannot hold it. It
@@ -539,4 +554,17 @@ func addWeight(total, w int64) int64 {
 		return -1
 	}
 	return total + w
+}
+
+// heedEnd starts the ferry's end that the shared room says has begun (see
+// room.end), if this shard's own message has not come yet: with several
+// shards, Close and Shutdown mark the room before they tell any shard, so
+// that no room a shard frees as it ends lets another's admissions in.
+func (l *loop[K, I, O]) heedEnd() {
+	switch l.share.end {
+	case opClose:
+		l.close()
+	case opShutdown:
+		l.shutdown()
+	}
 }

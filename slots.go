@@ -70,6 +70,10 @@ type slots[K comparable, I, O any] struct {
 	free    []int                   // the ids free
 }
 
+// dispatching forgets that the shard was starved, as a dispatch begins:
+// takeSlot will look at the pool again.
+func (sl *slots[K, I, O]) dispatching() { sl.starved = false }
+
 // takeSlot returns the id of an idle worker for a batch, with its slot, and
 // false if it has none (and, with several shards, marks the shard starved).
 func (sl *slots[K, I, O]) takeSlot() (id int, ok bool) {

@@ -193,7 +193,7 @@ func (l *loop[K, I, O]) unwaitSub(w *waiter[K, I, O]) {
 // still. If the shared room says the ferry's end has begun, it starts it
 // (see heedEnd), which answers the line.
 func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
-	l.share.wants = false
+	l.share.waiting(false)
 	for l.admits() {
 		e, ok := l.waits.front()
 		if !ok {
@@ -205,7 +205,7 @@ func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 				l.heedEnd()
 				continue // admits no more
 			}
-			l.share.wants = true
+			l.share.waiting(true)
 			break
 		}
 		l.waits.pop()

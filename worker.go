@@ -189,6 +189,19 @@ func reply[K comparable, I, O any](ws []*waiter[K, I, O], outs []O, errs Errors,
 	return subs
 }
 
+// refuse answers ws, inputs that waited in lanes and that no call took,
+// with err, as reply does, and returns the Submits' indexes appended to
+// subs: a DoMany's are marked refused first, before their answer counts
+// down (see group.abandon). It runs on the loop.
+func refuse[K comparable, I, O any](ws []*waiter[K, I, O], err error, subs []int) []int {
+	for _, w := range ws {
+		if w.g != nil {
+			w.refused = true
+		}
+	}
+	return reply(ws, nil, nil, err, subs)
+}
+
 // callDone calls a Submit's done with r. A panic in done is recovered and
 // counted in Stats.DonePanics. w goes back to the pool first: no one else
 // holds it. Its Submit may not have read its admission word yet (the loop
