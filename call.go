@@ -190,7 +190,8 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 	if bs == nil {
 		bs = []Batch[K]{b} // does not escape: no allocation
 	}
-	for _, b := range bs {
+	for i, b := range bs {
+		b.Retried = i < len(bs)-1
 		if onBatch(f, b) {
 			panicked = true
 		}

@@ -158,6 +158,9 @@ type Batch[K comparable] struct {
 	// a retry (see Config.Retry). OnBatch is told of every attempt, in order,
 	// once the last is over.
 	Attempt int
+	// Retried says that Retry had this attempt's failed inputs called again:
+	// its Err is not the call's last word. The last attempt's is false.
+	Retried bool
 }
 
 // Defaults for the zero fields of Config, and the most workers New accepts.

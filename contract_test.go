@@ -204,9 +204,9 @@ func TestEndedCtxIsDropped(t *testing.T) {
 
 // Over several shards, admissions waiting for room are let in in the order
 // they began to wait, whichever shard holds each: a1 (shard 0), b1 (shard
-// 1), then a2 (shard 0). Each waits an hour from its submission (a minute
-// apart); the room holds one. At 1h the room frees: a1 goes in, due at
-// once, and its room must go to b1, due at 1h2m, before a2. Mutation: the
+// 1), then a2 (shard 0), a minute apart, each due an hour after its
+// submission; the room holds one. At 1h x goes and a1 goes in; at 1h1m a1
+// goes, and its room must go to b1, due at 1h2m, before a2. Mutation: the
 // pool's reservations in the order they were made (a shard's keeps its
 // place for its next waiter: a2 goes in first, and b1's call starts at
 // 1h3m).
@@ -228,10 +228,11 @@ func TestWaitForRoomOrderAcrossShards(t *testing.T) {
 		assert.Equal(t, 3, h.f.Stats().Waiting)
 		advance(time.Hour - 3*time.Minute)
 		got(t, x)
+		pending(t, a1)
+		advance(time.Minute)
 		got(t, a1)
 		pending(t, b1)
-		pending(t, a2)
-		advance(2 * time.Minute)
+		advance(time.Minute)
 		got(t, b1)
 		pending(t, a2)
 		advance(time.Minute)
@@ -240,8 +241,8 @@ func TestWaitForRoomOrderAcrossShards(t *testing.T) {
 		for _, c := range h.seen() {
 			at[c.ids[0]] = c.at
 		}
-		hour := time.Hour
-		assert.Equal(t, map[int]time.Duration{1: hour, 2: hour, 3: hour + 2*time.Minute, 4: hour + 3*time.Minute}, at)
+		hour, m := time.Hour, time.Minute
+		assert.Equal(t, map[int]time.Duration{1: hour, 2: hour + m, 3: hour + 2*m, 4: hour + 3*m}, at)
 	})
 }
 

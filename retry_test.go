@@ -107,7 +107,8 @@ func doManyAsync(f *Ferry[string, in, int], ctx context.Context, ins ...in) chan
 // the key: an input that joined the lane meanwhile waits for the last
 // attempt, and goes after. OnBatch hears of every attempt, once it is over.
 // Mutations: no retry (one call for [1 2]); the release sent before the
-// retries ([3] is called at once, between them); Attempt left at 1.
+// retries ([3] is called at once, between them); Attempt left at 1;
+// Retried set on the last attempt too.
 func TestRetryInTheLane(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(x in, seen int) bool { return x.ID < 3 && seen < 3 })
@@ -148,15 +149,17 @@ func TestRetryInTheLane(t *testing.T) {
 		assert.Equal(t, manyAnswer{[]int{10, 20}, nil}, <-first)
 		assert.Equal(t, answer{30, nil}, got(t, later))
 		var attempts []int
+		var retried []bool
 		for _, b := range rep.get(t) {
 			if b.Key == "a" {
-				attempts = append(attempts, b.Attempt)
+				attempts, retried = append(attempts, b.Attempt), append(retried, b.Retried)
 				if b.Attempt < 3 && b.Size == 2 {
 					assert.Error(t, b.Err)
 				}
 			}
 		}
 		assert.Equal(t, []int{1, 2, 3, 1}, attempts)
+		assert.Equal(t, []bool{true, true, false, false}, retried, "the last attempt's Err is the call's last word")
 	})
 }
 
@@ -288,7 +291,9 @@ func TestRetryDirect(t *testing.T) {
 			assert.Equal(t, i+1, b.Attempt)
 			assert.True(t, b.Direct)
 			assert.Equal(t, i < 2, b.Err != nil)
+			assert.Equal(t, i < 2, b.Retried)
 		}
+		assert.False(t, bs[3].Retried)
 
 		ctx, cancel := context.WithCancel(context.Background())
 		start := time.Now()

@@ -136,7 +136,8 @@ func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Erro
 			s.send(msg[K, I, O]{op: opOnBatchPanicked})
 		}
 	}
-	for _, b := range bs {
+	for i, b := range bs {
+		b.Retried = i < len(bs)-1
 		if onBatch(f, b) {
 			s.send(msg[K, I, O]{op: opOnBatchPanicked})
 		}

@@ -7,7 +7,8 @@
 //	reg.MustRegister(c.WithStats(f.Stats))
 //
 // A Collector holds histograms of each call's size, wait and duration,
-// labelled by outcome and direct, and reads the ferry's Stats at each scrape
+// labelled by outcome, direct and retried (an attempt that Config.Retry
+// called again: retried="false" are the calls' last words), and reads the ferry's Stats at each scrape
 // for gauges and counters. Every series carries the label ferry="orders", so
 // that several ferries share one registry under different names. Nothing is
 // labelled by key: keys are unbounded, and a series per key would grow
@@ -106,7 +107,9 @@ var (
 
 // Collector is a prometheus.Collector of one ferry: histograms of
 // ferry_batch_size, ferry_batch_wait_seconds and ferry_batch_call_seconds,
-// labelled outcome and direct, which OnBatch feeds; and, with a stats
+// labelled outcome, direct and retried (ferry.Batch.Retried: true for an
+// attempt after which Retry called again, so a failure there is not final),
+// which OnBatch feeds; and, with a stats
 // function, the gauges and counters of the ferry's Stats, read at each
 // scrape. Create it with NewCollector; its zero value is not usable. Its
 // methods are safe for concurrent use, and run on the goroutine that calls
@@ -124,12 +127,12 @@ type Collector struct {
 type histograms struct {
 	name, namespace string
 	labels          prometheus.Labels
-	vecs            [3]*prometheus.HistogramVec              // size, wait, call
-	obs             [len(outcomes)][2][3]prometheus.Observer // by outcome, direct, then as vecs
+	vecs            [3]*prometheus.HistogramVec                 // size, wait, call
+	obs             [len(outcomes)][2][2][3]prometheus.Observer // by outcome, direct, retried, then as vecs
 }
 
 // NewCollector returns a Collector whose series carry the label ferry=name,
-// with every outcome and direct pair present from the start, at zero. stats,
+// with every outcome, direct and retried present from the start, at zero. stats,
 // if not nil, is called once per scrape: a ferry's Stats method. Pass nil when
 // the ferry does not exist yet (its Config takes OnBatch(c)) and register
 // c.WithStats(f.Stats) once it does. It panics if opts.ConstLabels names
@@ -156,12 +159,14 @@ func NewCollector(name string, stats func() ferry.Stats, opts Opts) *Collector {
 	} {
 		h.vecs[i] = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: h.namespace, Name: o.name, Help: o.help, ConstLabels: h.labels, Buckets: o.buckets,
-		}, []string{"outcome", "direct"})
+		}, []string{"outcome", "direct", "retried"})
 	}
 	for o, outcome := range outcomes {
 		for d := range 2 {
-			for i, v := range h.vecs {
-				h.obs[o][d][i] = v.WithLabelValues(outcome, strconv.FormatBool(d == 1))
+			for r := range 2 {
+				for i, v := range h.vecs {
+					h.obs[o][d][r][i] = v.WithLabelValues(outcome, strconv.FormatBool(d == 1), strconv.FormatBool(r == 1))
+				}
 			}
 		}
 	}
@@ -201,11 +206,14 @@ func (h *histograms) with(stats func() ferry.Stats) *Collector {
 // allocation. It runs on the goroutine that made the call, as OnBatch does.
 func OnBatch[K comparable](c *Collector) func(ferry.Batch[K]) {
 	return func(b ferry.Batch[K]) {
-		d := 0
+		d, r := 0, 0
 		if b.Direct {
 			d = 1
 		}
-		obs := &c.h.obs[outcome(b.Err)][d]
+		if b.Retried {
+			r = 1
+		}
+		obs := &c.h.obs[outcome(b.Err)][d][r]
 		obs[0].Observe(float64(b.Size))
 		obs[1].Observe(b.Wait.Seconds())
 		obs[2].Observe(b.Took.Seconds())

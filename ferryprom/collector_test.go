@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrygo/ferry"
 	"github.com/ferrygo/ferry/ferryprom"
@@ -280,8 +281,8 @@ func TestScrapeClosed(t *testing.T) {
 	if count, _, _ := histograms(mfs); count != 0 {
 		t.Errorf("count %d", count)
 	}
-	if n := len(mfs["ferry_batch_size"].GetMetric()); n != 2*7 {
-		t.Errorf("%d batch_size series, want every outcome and direct pair", n)
+	if n := len(mfs["ferry_batch_size"].GetMetric()); n != 2*2*7 {
+		t.Errorf("%d batch_size series, want every outcome, direct and retried", n)
 	}
 }
 
@@ -320,4 +321,65 @@ func TestOnBatchOdd(t *testing.T) {
 	record := ferryprom.OnBatch[float64](ferryprom.NewCollector("odd", nil, ferryprom.Opts{}))
 	record(ferry.Batch[float64]{})
 	record(ferry.Batch[float64]{Size: -1, Wait: -1, Took: -1, Err: ferry.Errors{}})
+}
+
+// With Retry, every attempt is observed, and retried tells the attempts
+// that Retry called again from the calls' last words: a call that fails
+// once and then answers is error/retried and ok; one that fails both of its
+// two attempts is error/retried and error. Mutation: OnBatch ignoring
+// Batch.Retried (every attempt under retried="false").
+func TestRetriedAttempts(t *testing.T) {
+	seen := map[string]int{}
+	call := func(_ context.Context, k string, ins []string) ([]string, error) {
+		if seen[k]++; k == "fail" || seen[k] == 1 {
+			return nil, errBoom
+		}
+		return ins, nil
+	}
+	c := ferryprom.NewCollector("retry", nil, ferryprom.Opts{})
+	f, err := ferry.New(call, ferry.Config[string, string]{
+		Key: key, Shards: 1, MaxInFlightBatches: 1, OnBatch: ferryprom.OnBatch[string](c),
+		Retry: func(_ string, attempt int, _ error) (time.Duration, bool) { return 0, attempt < 2 },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := f.Do(ctx, "flaky/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Do(ctx, "fail/1"); !errors.Is(err, errBoom) {
+		t.Fatal(err)
+	}
+	f.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	got, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]uint64{}
+	for _, mf := range got {
+		if mf.GetName() != "ferry_batch_size" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if n := m.GetHistogram().GetSampleCount(); n > 0 {
+				var o, rt string
+				for _, l := range m.Label {
+					switch l.GetName() {
+					case "outcome":
+						o = l.GetValue()
+					case "retried":
+						rt = l.GetValue()
+					}
+				}
+				by[o+"/"+rt] += n
+			}
+		}
+	}
+	want := map[string]uint64{"error/true": 2, "ok/false": 1, "error/false": 1}
+	if fmt.Sprint(by) != fmt.Sprint(want) {
+		t.Errorf("attempts by outcome/retried: %v, want %v", by, want)
+	}
 }

@@ -52,7 +52,7 @@ func Example() {
 		}
 	}
 	// Output:
-	// 42 ferry_batch_size direct=false ferry=doubler outcome=ok count 1
+	// 42 ferry_batch_size direct=false ferry=doubler outcome=ok retried=false count 1
 	// ferry_batches_total 1
 }
 
