@@ -225,7 +225,7 @@ var (
 // before it ends, or a Flush round before it settles. It reads the names of the functions on
 // the goroutine's stack, generic ones named as "ferry.invoke[...]", inlined
 // or not; it cannot tell one ferry from another. It costs a walk of the
-// stack, about a microsecond: for Close, Flush and Shutdown only.
+// stack (see docs/performance.md): for Close, Flush and Shutdown only.
 func inUserCode(calls bool) bool {
 	var buf [64]uintptr
 	pcs := buf[:]

@@ -203,7 +203,7 @@ func TestFlushWaitsForCallsInFlight(t *testing.T) {
 
 // A Flush that comes while another's round is in progress gets the next
 // round, which starts as the first ends. On a shard that has started no
-// worker (every call so far was direct) no ping's answer wakes the loop
+// worker (every call so far was direct) no worker's opIdle wakes the loop
 // afterwards: the round must end at once if it has nothing to wait for, and
 // make what waits due at once if it has.
 func TestQueuedFlushOnAShardWithNoWorker(t *testing.T) {

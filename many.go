@@ -54,8 +54,24 @@ func (p *part[K, I, O]) neverFits(lim limits) bool {
 	return p.n > lim.queued || p.total < 0 || p.total > sharedWeight(lim)
 }
 
-// doInputs is Ferry.DoMany.
-func doInputs[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], ins []I) ([]O, error) {
+// DoMany submits ins in one admission and waits for all their outputs, in order. If the room
+// cannot hold them all, none is admitted and it returns ErrRejected (with Config.WaitForRoom it
+// waits until the room holds them all, and if ctx ends first, the error is an Errors whose every
+// entry matches ctx's error and ErrDropped: none was admitted; so too if ctx had ended before
+// DoMany). If ctx ends first it returns once its shards have said which inputs still waited (one
+// message to each and back), and drops those. If every other input has been answered by then,
+// it returns as below, with ctx's error and ErrDropped for each input dropped. Else the error is
+// ctx's, or, if any input was dropped or answered without a call (ErrPaused, ErrClosed), an
+// Errors with one entry per input: ctx's error and ErrDropped for one dropped before any call
+// took it (safe to send again), the answer for one answered without a call, and ctx's error
+// alone for one a call took, which may yet succeed. Otherwise the error is nil when every
+// input succeeded, or an Errors with one entry per input when any failed.
+//
+// An empty ins gives (empty, nil) at once; more inputs than MaxQueued, or weights that sum past
+// MaxInt64, are ErrRejected; a negative weight or a bad key in any input refuses them all. The
+// inputs of one key join its lane in slice order, and never make a direct call. Beside an
+// Errors, the outputs of the inputs that succeeded are filled in.
+func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 	if len(ins) == 0 {
 		return []O{}, nil
 	}
@@ -226,7 +242,7 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 		}
 	}
 	switch {
-	case in == 0 && left: // nothing let in: see doInputs
+	case in == 0 && left: // nothing let in: see Ferry.DoMany
 		return 0, errDropped
 	case in == 0:
 		return 0, ErrClosed

@@ -85,7 +85,7 @@ func (l *loop[K, I, O]) takeRoomOf(p *part[K, I, O]) {
 // partNeed returns the count, the total weight and the heaviest of the
 // inputs of part i of g that the room is to hold, and how many are paused,
 // whose inputs are answered at once: all of them, unless some keys are
-// paused. A total past MaxInt64 for the whole group stands (see doInputs).
+// paused. A total past MaxInt64 for the whole group stands (see Ferry.DoMany).
 func (l *loop[K, I, O]) partNeed(g *group[K, I, O], i int32) (n int, total, heaviest int64, paused int) {
 	p := &g.parts[i]
 	if l.paused.count() == 0 || !l.admits() {

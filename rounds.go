@@ -154,9 +154,9 @@ func (l *loop[K, I, O]) startRound() {
 
 // settle ends the round once it has nothing left, and starts the next. Only
 // messages count a round down, so it runs once a wake-up has handled them,
-// before its dispatch: the next round may have nothing left (it ends at once) or
-// lanes it made due, and a shard may have no worker to ping, whose answer
-// would wake the loop again.
+// before its dispatch: the next round may have nothing left (it ends at
+// once) or lanes it made due, and no message may come to wake the loop
+// again (a shard with no busy worker has no opIdle to come).
 func (l *loop[K, I, O]) settle() {
 	for {
 		replies, ok := l.rounds.over()

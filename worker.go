@@ -22,10 +22,10 @@ import (
 // keepCap is the most inputs a buffer of a batch (a worker's inputs and
 // Submits, the loop's batch for it) keeps between batches: one that grew past
 // it for a bigger batch is dropped once that batch is over, so that an idle
-// ferry's memory follows what waits, not the biggest batch it ever ran (one
-// of 262,144 inputs kept 4.6 MB; 6.8 MB through Submit). It is 16 times
-// DefaultMaxBatchSize: a buffer of it is 8 KB of pointers, and a batch past
-// it allocates its buffers anew, a few allocations for more than a thousand
+// ferry's memory follows what waits, not the biggest batch it ever ran (see
+// docs/performance.md, Where the cost goes). It is 16 times
+// DefaultMaxBatchSize: a buffer of it is 1,024 pointers, and a batch past it
+// allocates its buffers anew, a few allocations for more than a thousand
 // inputs.
 const keepCap = 1024
 

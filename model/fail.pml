@@ -21,10 +21,10 @@
  *   worker    work, retries.run (askRetry, backoff, opRetry), finish
  *             (failedForGood, the release, reply, <-j.after, callDone,
  *             OnBatch, close(j.fin), opIdle)
- *   caller    Ferry.Do (doInput, await, abandon, finishDo) and direct
+ *   caller    Ferry.Do (await, abandon, finishDo) and direct
  *             (invoke, retryDirect, failedForGood, releaseDirect, <-w.after,
  *             OnBatch, close(w.fin), opReported); or Ferry.Submit
- *             (submitInput: caller 1, SUBMIT)
+ *             (Ferry.Submit: caller 1, SUBMIT)
  *   pauser    notifyPaused: a paused key's waiting Submits' done
  *   notifier  callDoneAll, started by close
  *   resumer   Ferry.Resume

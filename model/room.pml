@@ -22,9 +22,9 @@
  *           claims, joins, released), share.borrowRoom, share.giveBackRoom
  *           and loop.sendOut
  *   worker  work: the call, then opRelease, then the answer
- *   doer    Ferry.Do (doInput, finishDo, direct: opRelease after the call)
+ *   doer    Ferry.Do (finishDo, direct: opRelease after the call)
  *           or Ferry.Submit (its admission: join, never a claim)
- *   many    Ferry.DoMany over two shards (doInputs, neverFits, merge,
+ *   many    Ferry.DoMany over two shards (Ferry.DoMany, neverFits, merge,
  *           group.admit, request, borrow)
  *
  * Configuration (-D on spin's command line): one of
@@ -642,7 +642,7 @@ inline input(y, s, key, wt, c) {
 inline caller(c, kd, y) {
 	kind[c] = kd; cx[c] = y
 }
-/* doInputs: the parts of DoMany c (g.join), and merge if it never fits */
+/* Ferry.DoMany: the parts of DoMany c (g.join), and merge if it never fits */
 inline parts(c) {
 	pn[2*c] = 1; pw[2*c] = iwt[cx[c]]; ph[2*c] = iwt[cx[c]]; psh[2*c] = ish[cx[c]];
 	pn[2*c + 1] = 1; pw[2*c + 1] = iwt[cx[c] + 1]; ph[2*c + 1] = iwt[cx[c] + 1];

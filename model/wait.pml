@@ -26,9 +26,9 @@
  *           state.drain; opShutdown: shutdown, closeWaits), heedEnd,
  *           dispatch (admitWaiting, take, giveBackRoom, sendReplies, the
  *           jobs: their answers)
- *   doer    Ferry.Do (doInput, await, abandon) or Ferry.Submit
- *           (submitInput: opLeave when its ctx ends)
- *   many    Ferry.DoMany over two shards (doInputs, group.admit, borrow,
+ *   doer    Ferry.Do (await, abandon) or Ferry.Submit
+ *           (Ferry.Submit: opLeave when its ctx ends)
+ *   many    Ferry.DoMany over two shards (Ferry.DoMany, group.admit, borrow,
  *           requestWaiting, giveBack)
  *   closer  Ferry.Close: room.end, then opClose to each shard
  *   shutter Ferry.Shutdown: room.end, then opShutdown to each shard
