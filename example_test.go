@@ -244,12 +244,13 @@ func ExampleErrRejected() {
 	handler := func(w http.ResponseWriter, r *http.Request) {
 		n, err := f.Do(r.Context(), r.URL.Query().Get("q"))
 		switch {
-		case errors.Is(err, ferry.ErrRejected), errors.Is(err, ferry.ErrClosed):
+		case errors.Is(err, ferry.ErrRejected), errors.Is(err, ferry.ErrClosed), errors.Is(err, ferry.ErrPaused),
+			errors.Is(err, ferry.ErrDropped): // no call saw it: safe to send again (ErrDropped: ctx ended as it waited)
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		case errors.Is(err, ferry.ErrCallTimeout):
 			http.Error(w, err.Error(), http.StatusGatewayTimeout)
-		case r.Context().Err() != nil: // the client went away
+		case r.Context().Err() != nil: // the client went away after a call took the input: it may have run
 		case err != nil:
 			http.Error(w, err.Error(), http.StatusBadGateway)
 		default:

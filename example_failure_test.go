@@ -1,0 +1,147 @@
+package ferry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ferrygo/ferry"
+)
+
+// Retry calls a failed call again after a backoff, on the worker that made
+// it, with the inputs still failed; OnBatch hears of every attempt, and
+// Retried marks those that were called again.
+func ExampleConfig_retry() {
+	var mu sync.Mutex
+	tries := 0
+	flaky := func(ctx context.Context, tenant string, events []Event) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if tries++; tries < 3 {
+			return nil, errors.New("connection reset") // the database restarts
+		}
+		return make([]string, len(events)), nil
+	}
+	f, err := ferry.New(flaky, ferry.Config[string, Event]{
+		Key: func(e Event) string { return e.Tenant },
+		Retry: func(tenant string, attempt int, err error) (time.Duration, bool) {
+			return time.Duration(attempt) * time.Millisecond, attempt < 5 // 1ms, 2ms, ...; 5 attempts at most
+		},
+		OnBatch: func(b ferry.Batch[string]) {
+			fmt.Println("attempt", b.Attempt, "failed:", b.Err != nil, "retried:", b.Retried)
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	_, err = f.Do(context.Background(), Event{"acme", "signup"})
+	fmt.Println("Do:", err)
+	// Output:
+	// attempt 1 failed: true retried: true
+	// attempt 2 failed: true retried: true
+	// attempt 3 failed: false retried: false
+	// Do: <nil>
+}
+
+// PauseOnError pauses a key whose call failed for good: what waits in its
+// lane and what comes later get ErrPaused at once, and other keys go on,
+// until Resume. A probe (here, the next attempt by hand) decides when.
+func ExampleFerry_Resume() {
+	var mu sync.Mutex
+	down := true
+	store := func(ctx context.Context, tenant string, events []Event) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if tenant == "acme" && down {
+			return nil, errors.New("acme's shard is down")
+		}
+		return make([]string, len(events)), nil
+	}
+	f, err := ferry.New(store, ferry.Config[string, Event]{
+		Key:          func(e Event) string { return e.Tenant },
+		PauseOnError: true,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	_, err = f.Do(ctx, Event{"acme", "signup"})
+	fmt.Println("first:", err)
+	_, err = f.Do(ctx, Event{"acme", "login"})
+	fmt.Println("paused:", errors.Is(err, ferry.ErrPaused))
+	_, err = f.Do(ctx, Event{"globex", "login"})
+	fmt.Println("other keys:", err)
+
+	mu.Lock()
+	down = false // acme's shard is back
+	mu.Unlock()
+	f.Resume("acme")
+	_, err = f.Do(ctx, Event{"acme", "login"})
+	fmt.Println("resumed:", err)
+	// Output:
+	// first: acme's shard is down
+	// paused: true
+	// other keys: <nil>
+	// resumed: <nil>
+}
+
+// WaitForRoom makes callers wait, in line, while the room is full, instead
+// of ErrRejected; their ctx bounds the wait (then ErrDropped: nothing was
+// admitted, safe to send again).
+func ExampleConfig_waitForRoom() {
+	store := func(ctx context.Context, tenant string, events []Event) ([]string, error) {
+		ids := make([]string, len(events))
+		for i, e := range events {
+			ids[i] = tenant + "/" + e.Name
+		}
+		return ids, nil
+	}
+	f, err := ferry.New(store, ferry.Config[string, Event]{
+		Key:           func(e Event) string { return e.Tenant },
+		MaxQueued:     1, // one input waits for its batch at a time
+		MaxBatchDelay: 50 * time.Millisecond,
+		WaitForRoom:   true,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	var mu sync.Mutex
+	var ids []string
+	var wg sync.WaitGroup
+	for _, e := range []Event{{"acme", "signup"}, {"globex", "login"}, {"initech", "login"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := f.Do(context.Background(), e) // two of the three wait for room first
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				ids = append(ids, err.Error())
+				return
+			}
+			ids = append(ids, id)
+		}()
+	}
+	wg.Wait()
+	sort.Strings(ids)
+	fmt.Println(ids)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	go f.Do(context.Background(), Event{"acme", "logout"}) // fills the room for 50ms
+	for f.Stats().Queued == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	_, err = f.Do(ctx, Event{"globex", "logout"})
+	fmt.Println("gave up waiting:", errors.Is(err, context.DeadlineExceeded), "safe to send again:", errors.Is(err, ferry.ErrDropped))
+	// Output:
+	// [acme/signup globex/login initech/login]
+	// gave up waiting: true safe to send again: true
+}
