@@ -1,11 +1,16 @@
 package ferry
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
-// This file is the loop's side of the inputs whose callers gave up once a
-// call took them: with CancelAbandoned, the count of a batch's callers left,
-// and its call cancelled once none is; with Retry, the inputs a retry leaves
-// out. The callers' side is do.go's and many.go's abandon.
+// This file is the loop's side of the callers who give up: a Do's drop of
+// its input, which still waits (dropped) or which a call took (kept); then,
+// with CancelAbandoned, the count of a batch's callers left, and its call
+// cancelled once none is; with Retry, the inputs a retry leaves out. The
+// callers' side is do.go's and many.go's abandon (a DoMany's drop is in
+// parts.go).
 
 // inFlight is the ticket of an input in batch n, taken by worker id, with
 // CancelAbandoned: once taken an input's ticket is the loop's, and this one
@@ -56,4 +61,25 @@ func (l *loop[K, I, O]) watch(id int, wk *worker[K, I, O], batch []*waiter[K, I,
 		w.tk = inFlight(id, l.tally.Batches)
 	}
 	return ctx
+}
+
+// drop drops w, whose Do's caller gave up, if it still waits, and gives the
+// word errDropped; else it counts the caller out of w's batch and says
+// errKept, unless w's answer is there already.
+func (l *loop[K, I, O]) drop(w *waiter[K, I, O], now time.Duration) {
+	if l.waits.leave(w) { // it waited for room: nothing was admitted
+		w.c <- result[O]{err: errDropped}
+		return
+	}
+	if _, ok := l.st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
+		l.tally.Dropped++
+		l.rounds.countIf(w.tk.seq <= l.rounds.seq())
+		l.replyAfterLend(later[K, I, O]{c: w.c, r: result[O]{err: errDropped}}) // w.c is empty: it had no answer
+		return
+	}
+	l.gaveUp(w)
+	select {
+	case w.c <- result[O]{err: errKept}:
+	default: // w.c holds its answer, which says enough
+	}
 }

@@ -12,11 +12,11 @@ import (
 // it answers its callers, so it cannot be overtaken by their next Do.
 //
 // loop.go holds the loop's struct, its wake-up (run, receive), its dispatch
-// table (handle), admission, drops, release, dispatch and close. The loop's
+// table (handle), admission, release, dispatch and close. The loop's
 // handlers for a feature live beside that feature's pure type: wait.go
 // (waiting for room), pause.go (paused keys), rounds.go (Flush), parts.go (a
 // DoMany's parts), direct.go (direct calls and the order of completions) and
-// abandoned.go (callers who gave up on a batch in flight).
+// abandoned.go (callers who give up: drops, and batches abandoned).
 
 // loop is the state owned by the loop goroutine. loop: its methods run on
 // the shard's loop goroutine, and on no other.
@@ -61,10 +61,11 @@ type loop[K comparable, I, O any] struct {
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
 
-	share share[K, I, O]  // the room the shards share
-	slots slots[K, I, O]  // the workers it holds, and the slots the shards share
-	batch []msg[K, I, O]  // one wake-up's messages, with several shards: see receive
-	out   outbox[K, I, O] // what the wake-up sends at its end: see sendOut
+	shared bool            // several shards share the room and the slots: see share, slots
+	share  share[K, I, O]  // the room the shards share
+	slots  slots[K, I, O]  // the workers it holds, and the slots the shards share
+	batch  []msg[K, I, O]  // one wake-up's messages, with several shards: see receive
+	out    outbox[K, I, O] // what the wake-up sends at its end: see sendOut
 
 	stamps  bool          // OnBatch without a MaxBatchDelay: the loop stamps inputs, see stamp
 	stamped bool          // at is this wake-up's
@@ -90,7 +91,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 	l.share = newShare[K, I, O](lim, f.spare, f.waitForRoom)
 	l.slots = slots[K, I, O]{pool: f.slots, shards: len(f.shards), own: own, most: most,
 		start: func() *worker[K, I, O] { return newWorker(f) }}
-	if f.spare != nil { // the room starts in spare: see share
+	if l.shared = f.spare != nil; l.shared { // the room starts in spare: see share
 		l.st.grow(-lim.queued, -sharedWeight(lim))
 	}
 	if lim.queuedWeight == 0 {
@@ -162,10 +163,17 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 		}
 		clear(l.batch)
 	}
-	l.admitWaiting(now) // into what the messages freed, before it is lent
-	l.giveBackRoom()    // what the messages freed, before their words: see replyAfterLend
-	l.settle()          // before dispatch, as a round it starts makes lanes due
-	l.sendOut()         // the words, then the Flushes' answers
+	// Each feature that is off is skipped here, at its if.
+	if l.f.waitForRoom {
+		l.admitWaiting(now) // into what the messages freed, before it is lent
+	}
+	if l.shared {
+		l.giveBackRoom() // what the messages freed, before their words: see replyAfterLend
+	}
+	if l.rounds.cur != nil {
+		l.settle() // before dispatch, as a round it starts makes lanes due
+	}
+	l.sendOut() // the words, then the Flushes' answers
 	l.dispatch(now)
 }
 
@@ -243,9 +251,11 @@ func (l *loop[K, I, O]) admit(w *waiter[K, I, O], now time.Duration) {
 // and gives its caller the word. It reports false, and does nothing, if w
 // is to wait for room (WaitForRoom, a room full for it).
 func (l *loop[K, I, O]) letIn(w *waiter[K, I, O], now time.Duration) bool {
-	if err, ok := l.paused.of(w.key); ok && l.admits() {
-		w.c <- result[O]{err: err}
-		return true
+	if l.f.pauseOnError {
+		if err, ok := l.paused.of(w.key); ok && l.admits() {
+			w.c <- result[O]{err: err}
+			return true
+		}
 	}
 	var o outcome
 	var tk ticket
@@ -279,27 +289,6 @@ func (l *loop[K, I, O]) letIn(w *waiter[K, I, O], now time.Duration) bool {
 // shutting down. A paused key's input is refused as ErrPaused only then;
 // after, ErrClosed, as every other input.
 func (l *loop[K, I, O]) admits() bool { return !l.st.closed && !l.st.shuttingDown }
-
-// drop drops w, whose Do's caller gave up, if it still waits, and gives the
-// word errDropped; else it counts the caller out of w's batch and says
-// errKept, unless w's answer is there already.
-func (l *loop[K, I, O]) drop(w *waiter[K, I, O], now time.Duration) {
-	if l.waits.leave(w) { // it waited for room: nothing was admitted
-		w.c <- result[O]{err: errDropped}
-		return
-	}
-	if _, ok := l.st.drop(w.key, w.tk, now); ok { // never for a zero ticket: seqs start at 1
-		l.tally.Dropped++
-		l.rounds.countIf(w.tk.seq <= l.rounds.seq())
-		l.replyAfterLend(later[K, I, O]{c: w.c, r: result[O]{err: errDropped}}) // w.c is empty: it had no answer
-		return
-	}
-	l.gaveUp(w)
-	select {
-	case w.c <- result[O]{err: errKept}:
-	default: // w.c holds its answer, which says enough
-	}
-}
 
 // releaseSlot frees m.key, whose call is over: a worker's (its context is freed)
 // or a direct call's (see endDirect); then pauses the key if the call failed
@@ -406,14 +395,18 @@ func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	st := l.st
 	l.slots.dispatching()
 	for {
-		l.admitWaiting(now)
-		if !l.take(now) || l.waits.len() == 0 {
+		if l.f.waitForRoom {
+			l.admitWaiting(now)
+		}
+		if !l.take(now) || !l.f.waitForRoom || l.waits.len() == 0 {
 			break
 		}
 	}
-	l.slots.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
-	l.giveBackRoom()            // before the batches start: their callers may come back to another shard
-	l.sendOut()                 // the words of the admissions waiting let in, then the batches
+	if l.shared {
+		l.slots.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
+		l.giveBackRoom()            // before the batches start: their callers may come back to another shard
+	}
+	l.sendOut() // the words of the admissions waiting let in, then the batches
 	// With every worker busy, or no slot, nothing can start before a release
 	// or a slot, which wake the loop anyway; a due lane must not keep the
 	// alarm ringing meanwhile.
@@ -437,8 +430,8 @@ func (l *loop[K, I, O]) take(now time.Duration) bool {
 		l.tally.Batches++
 		l.tally.Taken += uint64(len(batch))
 		j := job[K, I, O]{s: l.s, id: int32(id), key: key, batch: batch, ctx: l.s.ctx}
-		if seq := l.rounds.seq(); seq > 0 {
-			n := 0
+		if l.rounds.cur != nil { // what the batch owes the round in progress
+			n, seq := 0, l.rounds.seq()
 			for _, w := range batch {
 				if w.tk.seq <= seq {
 					n++
