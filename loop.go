@@ -173,8 +173,16 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	if l.rounds.cur != nil {
 		l.settle() // before dispatch, as a round it starts makes lanes due
 	}
-	l.sendOut() // the words, then the Flushes' answers
+	if l.outPending() {
+		l.sendOut() // the words, then the Flushes' answers
+	}
 	l.dispatch(now)
+}
+
+// outPending reports whether the outbox holds anything to send.
+func (l *loop[K, I, O]) outPending() bool {
+	o := &l.out
+	return len(o.words)+len(o.cancels)+len(o.flushes)+len(o.starts) > 0
 }
 
 // now is the time since the ferry's origin (its clock), read only when
@@ -378,7 +386,9 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 		var zero K
 		wk.fin, wk.key = nil, zero
 	}
-	l.rounds.paid(wk.owe)
+	if l.rounds.cur != nil {
+		l.rounds.paid(wk.owe)
+	}
 	wk.owe = owed{}
 	if cap(wk.buf) > keepCap {
 		wk.buf = nil
@@ -393,7 +403,9 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 // is in the future if a worker is idle.
 func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	st := l.st
-	l.slots.dispatching()
+	if l.shared {
+		l.slots.dispatching() // only a shard of several starves
+	}
 	for {
 		if l.f.waitForRoom {
 			l.admitWaiting(now)
@@ -406,7 +418,9 @@ func (l *loop[K, I, O]) dispatch(now time.Duration) {
 		l.slots.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
 		l.giveBackRoom()            // before the batches start: their callers may come back to another shard
 	}
-	l.sendOut() // the words of the admissions waiting let in, then the batches
+	if l.outPending() {
+		l.sendOut() // the words of the admissions waiting let in, then the batches
+	}
 	// With every worker busy, or no slot, nothing can start before a release
 	// or a slot, which wake the loop anyway; a due lane must not keep the
 	// alarm ringing meanwhile.
@@ -516,16 +530,12 @@ func (l *loop[K, I, O]) end() bool {
 		switch m := <-l.s.inc; m.op {
 		case opAdmit:
 			m.w.c <- result[O]{err: ErrClosed}
-		case opAdmitMany, opHold:
+		case opAdmitMany, opHold, opBorrowWait:
 			p := &m.g.parts[m.part]
 			p.err = ErrClosed
 			p.c <- struct{}{}
 		case opUnhold, opDropMany:
 			m.g.parts[m.part].c <- struct{}{}
-		case opBorrowWait:
-			p := &m.g.parts[m.part]
-			p.err = ErrClosed
-			p.c <- struct{}{}
 		case opFlush:
 			m.flushed <- ErrClosed
 		case opStats:
