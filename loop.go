@@ -340,7 +340,7 @@ func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 			break
 		}
 		need := l.needOf(e)
-		if !l.share.roomFor(need, e.n) {
+		if !l.share.roomFor(need, e.n, l.waits.second()) {
 			if l.share.end != 0 {
 				l.heedEnd()
 				continue // admits no more

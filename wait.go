@@ -77,6 +77,20 @@ func (l *waitLine[K, I, O]) front() (waitEntry[K, I, O], bool) {
 	return l.t.Min()
 }
 
+// second returns the number of the admission behind the first, or 0.
+func (l *waitLine[K, I, O]) second() uint64 {
+	var n, seen uint64
+	if l.t != nil {
+		l.t.Ascend(func(e waitEntry[K, I, O]) bool {
+			if seen++; seen == 2 {
+				n = e.n
+			}
+			return seen < 2
+		})
+	}
+	return n
+}
+
 // pop takes the first admission out of the line and unmarks it.
 func (l *waitLine[K, I, O]) pop() waitEntry[K, I, O] {
 	e, _ := l.t.DeleteMin()
