@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 // Retried marks those that were called again.
 func ExampleConfig_retry() {
 	var mu sync.Mutex
+	var reports []string
 	tries := 0
 	flaky := func(ctx context.Context, tenant string, events []Event) ([]string, error) {
 		mu.Lock()
@@ -31,21 +33,24 @@ func ExampleConfig_retry() {
 		Retry: func(tenant string, attempt int, err error) (time.Duration, bool) {
 			return time.Duration(attempt) * time.Millisecond, attempt < 5 // 1ms, 2ms, ...; 5 attempts at most
 		},
-		OnBatch: func(b ferry.Batch[string]) {
-			fmt.Println("attempt", b.Attempt, "failed:", b.Err != nil, "retried:", b.Retried)
+		OnBatch: func(b ferry.Batch[string]) { // after the callers are answered
+			mu.Lock()
+			defer mu.Unlock()
+			reports = append(reports, fmt.Sprint("attempt ", b.Attempt, " failed: ", b.Err != nil, " retried: ", b.Retried))
 		},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer f.Close()
 	_, err = f.Do(context.Background(), Event{"acme", "signup"})
 	fmt.Println("Do:", err)
+	f.Close() // waits for OnBatch
+	fmt.Println(strings.Join(reports, "\n"))
 	// Output:
+	// Do: <nil>
 	// attempt 1 failed: true retried: true
 	// attempt 2 failed: true retried: true
 	// attempt 3 failed: false retried: false
-	// Do: <nil>
 }
 
 // PauseOnError pauses a key whose call failed for good: what waits in its

@@ -89,11 +89,17 @@ type pool struct {
 
 // reservation is a shard's claim on the room given back, for the first
 // admission in its wait line, number n, which needs need: got is what it
-// holds so far. poke, the shard's, capacity 1, names it and wakes its loop
-// once got reaches need. It has no methods: its pool changes it.
+// holds so far; next is the number of the admission behind it in its line
+// (0: none). It is ready once got reaches need, every reservation before it
+// is ready too, and no admission behind one of theirs began to wait before
+// its own (that one is let in first, once its shard has let its first in
+// and reserved for it): only then may its shard claim it. poke, the
+// shard's, capacity 1, names it and wakes its loop as it becomes ready. It
+// has no methods: its pool changes it.
 type reservation struct {
 	need, got budget
-	n         uint64
+	n, next   uint64
+	ready     bool
 	poke      chan struct{}
 }
 
@@ -113,10 +119,11 @@ func (p *pool) give(b budget) {
 }
 
 // reserve makes poke's reservation the one of admission n, which needs
-// need: in its place among the others by n (where it stands if n is its
-// number already), holding what it held; what it holds beyond need goes
-// back to free. Then it fills the reservations.
-func (p *pool) reserve(poke chan struct{}, need budget, n uint64) {
+// need, with next behind it in its line: in its place among the others by
+// n (where it stands if n is its number already), holding what it held;
+// what it holds beyond need goes back to free. Then it fills the
+// reservations.
+func (p *pool) reserve(poke chan struct{}, need budget, n, next uint64) {
 	i := p.find(poke)
 	if i < 0 || p.resv[i].n != n {
 		r := reservation{poke: poke, n: n}
@@ -128,7 +135,9 @@ func (p *pool) reserve(poke chan struct{}, need budget, n uint64) {
 		p.resv = slices.Insert(p.resv, i, r)
 	}
 	r := &p.resv[i]
-	r.need = need
+	if r.need, r.next = need, next; !full(r) { // ready anew, and poked, once it holds the new need
+		r.ready = false
+	}
 	if over := (budget{max(0, r.got.n-need.n), max(0, r.got.w-need.w)}); over != (budget{}) {
 		r.got.n -= over.n
 		r.got.w -= over.w
@@ -138,15 +147,15 @@ func (p *pool) reserve(poke chan struct{}, need budget, n uint64) {
 	p.fill()
 }
 
-// claim returns what poke's reservation holds, which it keeps (and its
-// place) with nothing in it.
+// claim returns what poke's reservation holds if it is ready, which it
+// keeps (and its place) with nothing in it; else nothing.
 func (p *pool) claim(poke chan struct{}) budget {
 	i := p.find(poke)
-	if i < 0 {
+	if i < 0 || !p.resv[i].ready {
 		return budget{}
 	}
 	got := p.resv[i].got
-	p.resv[i].got = budget{}
+	p.resv[i].got, p.resv[i].ready = budget{}, false
 	return got
 }
 
@@ -165,17 +174,29 @@ func (p *pool) cancel(poke chan struct{}) {
 // need, inputs and weight alike: from free, and then from what the later
 // reservations hold, the last first, so that the first always gets all the
 // room not waiting in a lane (a need never passes the whole room: an
-// admission that no room could hold is refused, not kept waiting). It
-// records the pokes of those it fills.
+// admission that no room could hold is refused, not kept waiting). A
+// reservation is ready once it is full and so is every one before it, and
+// no admission behind one of those began to wait before its own: one full
+// behind one that lacks room (inputs, where it needs weight, say) waits for
+// it, as admissions wait in one shard's line, and so does one whose
+// admission came after another shard's second. It records the pokes of
+// those it makes ready.
 func (p *pool) fill() {
+	open := true                 // every reservation so far is ready
+	var first uint64 = 1<<64 - 1 // the least next of those so far
 	for i := range p.resv {
 		r := &p.resv[i]
-		was := full(r)
 		move(&p.free, &r.got, r.need)
 		for j := len(p.resv) - 1; j > i && !full(r); j-- {
 			move(&p.resv[j].got, &r.got, r.need)
 		}
-		if !was && full(r) {
+		was := r.ready
+		r.ready = open && full(r) && first > r.n
+		open = r.ready
+		if r.next != 0 {
+			first = min(first, r.next)
+		}
+		if r.ready && !was {
 			p.pokes = append(p.pokes, r.poke)
 		}
 	}
@@ -472,10 +493,11 @@ func (sh *share[K, I, O]) giveBackRoom(back budget) {
 }
 
 // roomFor reserves room for b, the need of the first admission in the
-// shard's wait line, number n, with several shards (see loop.roomFor). It
-// first gives back what the core holds spare, which fills the reservations
-// in their order, and makes its own the one of n, needing b (in n's place
-// among the others): then it takes what its reservation holds. So the room
+// shard's wait line, number n (next behind it, 0 if none), with several
+// shards (see loop.roomFor). It first gives back what the core holds spare,
+// which fills the reservations in their order, and makes its own the one of
+// n, needing b (in n's place among the others): then it takes what its
+// reservation holds, once it is ready (see pool.fill). So the room
 // freed goes to the shards' first waiting admissions in the order they
 // began to wait, this shard's own too. What it took and does not use goes
 // back with giveBackRoom, into the reservation, which keeps its place. has
@@ -483,14 +505,14 @@ func (sh *share[K, I, O]) giveBackRoom(back budget) {
 // returns what the loop puts back in (see loop.roomFor). Once the ferry's
 // end has begun (see room.end) it returns has and false, and changes
 // nothing: the loop hears of it (end) and answers its line.
-func (sh *share[K, I, O]) roomFor(b, has budget, n uint64) (budget, bool) {
+func (sh *share[K, I, O]) roomFor(b, has budget, n, next uint64) (budget, bool) {
 	p := sh.spare.take()
 	if sh.heard(p.end); sh.end != 0 {
 		sh.spare.put(p)
 		return has, false
 	}
 	p.give(has)
-	p.reserve(sh.poke, b, n)
+	p.reserve(sh.poke, b, n, next)
 	sh.reserved = true
 	got := p.claim(sh.poke)
 	sh.spare.put(p)

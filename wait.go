@@ -81,6 +81,20 @@ func (l *waitLine[K, I, O]) front() (waitEntry[K, I, O], bool) {
 	return l.t.Min()
 }
 
+// second returns the number of the admission behind the first, or 0.
+func (l *waitLine[K, I, O]) second() uint64 {
+	var n, seen uint64
+	if l.t != nil {
+		l.t.Ascend(func(e waitEntry[K, I, O]) bool {
+			if seen++; seen == 2 {
+				n = e.n
+			}
+			return seen < 2
+		})
+	}
+	return n
+}
+
 // pop takes the first admission out of the line and unmarks it.
 func (l *waitLine[K, I, O]) pop() waitEntry[K, I, O] {
 	e, _ := l.t.DeleteMin()
@@ -200,7 +214,7 @@ func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 			break
 		}
 		need := l.needOf(e)
-		if !l.roomFor(need, e.n) {
+		if !l.roomFor(need, e.n, l.waits.second()) {
 			if l.share.end != 0 {
 				l.heedEnd()
 				continue // admits no more
@@ -342,16 +356,17 @@ func (l *loop[K, I, O]) refuseWaiting(key K, err error) {
 }
 
 // roomFor reports whether the core has room spare for b, the need of the
-// first admission in the line, number n. With several shards it gives what
-// the core holds spare to the shared room and reserves b there first (see
-// share.roomFor): then the core holds what the reservation held. Once the
-// ferry's end has begun it reports false, the core's room unchanged.
-func (l *loop[K, I, O]) roomFor(b budget, n uint64) bool {
+// first admission in the line, number n, next behind it (0 if none). With
+// several shards it gives what the core holds spare to the shared room and
+// reserves b there first (see share.roomFor): then the core holds what the
+// reservation held, once it is ready. Once the ferry's end has begun it
+// reports false, the core's room unchanged.
+func (l *loop[K, I, O]) roomFor(b budget, n, next uint64) bool {
 	if l.share.spare == nil || b == (budget{}) {
 		fn, fw := l.st.spare()
 		return budget{fn, fw}.holds(b)
 	}
-	got, ok := l.share.roomFor(b, l.takeSpare(), n)
+	got, ok := l.share.roomFor(b, l.takeSpare(), n, next)
 	l.st.grow(got.n, got.w)
 	return ok && got.holds(b)
 }

@@ -25,6 +25,7 @@ func TestWaitLine(t *testing.T) {
 	var l waitLine[string, in, int]
 	_, ok := l.front()
 	assert.False(t, ok, "the zero value is an empty line")
+	assert.Zero(t, l.second())
 	a, b, c := &w{key: "a"}, &w{key: "b"}, &w{key: "c"}
 	g := &group[string, in, int]{ws: make([]w, 3), parts: []part[string, in, int]{{n: 2}, {n: 1}}}
 	l.push(a, 1)
@@ -34,6 +35,7 @@ func TestWaitLine(t *testing.T) {
 	l.push(c, 9)
 	assert.Equal(t, 5, l.len())
 	assert.Equal(t, 1+2+1+3+1, l.inputs())
+	assert.Equal(t, uint64(2), l.second(), "the number behind the first")
 	assert.NotZero(t, waitNumber(b.tk), "b is marked")
 
 	assert.True(t, l.leave(b), "b leaves from the middle")
@@ -82,14 +84,16 @@ func TestWaitLine(t *testing.T) {
 // reverse order; no taking from later reservations (the second case
 // deadlocks in a ferry: neither fills); a poke on every fill, full or not;
 // reserve keeping a reservation's place for a new number (the order across
-// shards is lost: TestWaitForRoomOrderAcrossShards too).
+// shards is lost: TestWaitForRoomOrderAcrossShards too); a full reservation
+// ready behind one that is not (b claims its inputs before a has weight);
+// fill ignoring next (b is ready beside a's first, before a's second).
 func TestPoolReservations(t *testing.T) {
 	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
 	p := &pool{free: budget{2, 20}}
-	p.reserve(a, budget{3, 30}, 1)
+	p.reserve(a, budget{3, 30}, 1, 0)
 	assert.Equal(t, budget{}, p.free, "a takes what is free")
 	assert.Empty(t, p.pokes, "a is not full")
-	p.reserve(b, budget{1, 10}, 2)
+	p.reserve(b, budget{1, 10}, 2, 0)
 	p.give(budget{1, 5})
 	assert.Equal(t, budget{3, 25}, p.resv[0].got, "a first")
 	assert.Equal(t, budget{}, p.resv[1].got)
@@ -102,7 +106,7 @@ func TestPoolReservations(t *testing.T) {
 
 	assert.Equal(t, budget{3, 30}, p.claim(a))
 	assert.Equal(t, budget{}, p.claim(a), "claimed once")
-	p.reserve(a, budget{1, 1}, 1) // its first admission needs less now, and comes first still
+	p.reserve(a, budget{1, 1}, 1, 0) // its first admission needs less now, and comes first still
 	assert.Equal(t, budget{1, 1}, p.resv[0].got, "from free, then from b")
 	assert.Equal(t, budget{1, 9}, p.resv[1].got)
 	assert.Equal(t, []chan struct{}{a}, p.pokes)
@@ -111,7 +115,7 @@ func TestPoolReservations(t *testing.T) {
 	assert.Equal(t, budget{1, 10}, p.resv[1].got)
 	assert.Equal(t, []chan struct{}{b}, p.pokes, "b again, as it fills again")
 	p.pokes = nil
-	p.reserve(a, budget{}, 1)
+	p.reserve(a, budget{}, 1, 0)
 	assert.Equal(t, budget{1, 1}, p.free, "what a held beyond its need is free")
 	assert.Empty(t, p.pokes)
 	p.give(budget{1, 1})
@@ -125,15 +129,15 @@ func TestPoolReservations(t *testing.T) {
 	// 4; b holds 3 of 4 it needs; a, earlier, needs all 4 once its first
 	// admission changed. Neither would fill from free alone.
 	p = &pool{}
-	p.reserve(a, budget{1, 1}, 1)
-	p.reserve(b, budget{4, 4}, 2)
+	p.reserve(a, budget{1, 1}, 1, 0)
+	p.reserve(b, budget{4, 4}, 2, 0)
 	p.give(budget{4, 4})
 	assert.Equal(t, budget{1, 1}, p.resv[0].got)
 	assert.Equal(t, budget{3, 3}, p.resv[1].got)
 	p.claim(a)
 	p.give(budget{1, 1})
 	p.pokes = nil
-	p.reserve(a, budget{4, 4}, 1)
+	p.reserve(a, budget{4, 4}, 1, 0)
 	assert.Equal(t, budget{4, 4}, p.resv[0].got, "a takes b's")
 	assert.Equal(t, budget{}, p.resv[1].got)
 	assert.Equal(t, []chan struct{}{a}, p.pokes)
@@ -142,21 +146,57 @@ func TestPoolReservations(t *testing.T) {
 	// after b's, number 2: a's reservation moves behind b's, with what it
 	// holds, and b, first now, takes it.
 	p = &pool{}
-	p.reserve(a, budget{1, 1}, 1)
-	p.reserve(b, budget{1, 1}, 2)
+	p.reserve(a, budget{1, 1}, 1, 0)
+	p.reserve(b, budget{1, 1}, 2, 0)
 	p.give(budget{1, 1})
 	assert.Equal(t, budget{1, 1}, p.claim(a))
 	p.pokes = nil
-	p.reserve(a, budget{1, 1}, 3)
+	p.reserve(a, budget{1, 1}, 3, 0)
 	assert.Equal(t, []uint64{2, 3}, []uint64{p.resv[0].n, p.resv[1].n})
 	assert.Equal(t, b, p.resv[0].poke)
 	p.give(budget{1, 1})
 	assert.Equal(t, budget{1, 1}, p.resv[0].got, "b first")
 	assert.Equal(t, []chan struct{}{b}, p.pokes)
 	assert.Equal(t, budget{}, p.resv[1].got)
-	p.reserve(a, budget{1, 1}, 0) // an earlier number goes first
+	p.reserve(a, budget{1, 1}, 0, 0) // an earlier number goes first
 	assert.Equal(t, a, p.resv[0].poke)
 	assert.Equal(t, budget{1, 1}, p.resv[0].got, "and takes what a later one holds")
+
+	// Inputs and weight: a, first, lacks weight; b, after it, needs none
+	// and is full on inputs, but is not ready before a is: it waits, as it
+	// would behind a in one shard's line.
+	p = &pool{free: budget{10, 2}}
+	p.reserve(a, budget{1, 3}, 1, 0)
+	p.reserve(b, budget{1, 0}, 2, 0)
+	assert.Equal(t, budget{1, 0}, p.resv[1].got)
+	assert.Equal(t, []chan struct{}{}, append([]chan struct{}{}, p.pokes...), "b is full, not ready")
+	assert.Equal(t, budget{}, p.claim(b), "so it claims nothing")
+	p.give(budget{0, 1})
+	assert.Equal(t, []chan struct{}{a, b}, p.pokes, "both ready once a is full")
+	assert.Equal(t, budget{1, 0}, p.claim(b))
+
+	// a's shard has a second admission, number 2, behind its first; b's
+	// first is number 3. Room for both firsts: a is ready, b is not, as
+	// a's second comes before it; a claims, lets its first in and reserves
+	// for its second, which comes first still.
+	p = &pool{free: budget{3, 2}}
+	p.reserve(a, budget{1, 1}, 1, 2)
+	p.reserve(b, budget{1, 1}, 3, 0)
+	assert.True(t, p.resv[1].got.holds(budget{1, 1}), "b holds its need")
+	assert.Equal(t, []chan struct{}{a}, p.pokes, "but only a is ready")
+	assert.Equal(t, budget{}, p.claim(b))
+	assert.Equal(t, budget{1, 1}, p.claim(a))
+	p.pokes = nil
+	p.reserve(a, budget{1, 2}, 2, 0)
+	assert.Equal(t, []uint64{2, 3}, []uint64{p.resv[0].n, p.resv[1].n})
+	assert.Empty(t, p.pokes, "a's second lacks weight: b waits behind it")
+	p.give(budget{0, 1})
+	assert.Equal(t, []chan struct{}{a}, p.pokes, "a's second takes b's weight")
+	assert.Equal(t, budget{1, 2}, p.claim(a))
+	p.cancel(a) // its line is empty
+	p.give(budget{0, 1})
+	assert.Equal(t, []chan struct{}{a, b}, p.pokes, "b last")
+	assert.Equal(t, budget{1, 1}, p.claim(b))
 }
 
 // room.end marks the pool for Close or Shutdown, and a close outranks a
@@ -181,7 +221,7 @@ func TestRoomEnd(t *testing.T) {
 	assert.Equal(t, opShutdown, l.share.end)
 	n, _ := st.spare()
 	assert.Zero(t, n, "nothing borrowed")
-	assert.False(t, l.roomFor(budget{1, 1}, 1))
+	assert.False(t, l.roomFor(budget{1, 1}, 1, 0))
 	assert.False(t, l.share.reserved, "no reservation made")
 	assert.Equal(t, budget{4, math.MaxInt64}, spareOf2(r), "all the room still in spare")
 }

@@ -48,9 +48,11 @@
  *            a later input of its part 0's key comes behind it
  *   STEAL    W 2: caller 0 a Do of weight 2 in shard 1 (key 1); caller 1
  *            one of weight 1 in shard 0 (key 0); caller 2 one of weight Y
- *            (default 2) in shard 0 (key 2); caller 3 one of weight 2 in
- *            shard 1 (key 3): reservations whose needs change as an
- *            admission leaves (pool.fill's taking from later ones)
+ *            (default 2) in shard 0 (key 2); caller 3 one of weight Z
+ *            (default 2) in shard 1 (key 3): reservations whose needs
+ *            change as an admission leaves (pool.fill's taking from later
+ *            ones); with Z=1 caller 3's reservation holds its need while
+ *            caller 2, behind caller 1, began to wait before it
  *   BUG=1    W 2: caller 0 a Do of weight G (default 1) in shard 0,
  *            caller 1 a DoMany of weights 1 and 1 over both shards: the
  *            code before b1092b1 deadlocked (see README.md)
@@ -144,6 +146,9 @@
 #ifndef Y
 #define Y 2
 #endif
+#ifndef Z
+#define Z 2
+#endif
 #elif defined(ORDER)
 #ifndef W
 #define W 3
@@ -213,6 +218,8 @@ byte free;                   /* p.free */
 byte nres;                   /* len(p.resv) */
 byte rsh[NS], rneed[NS], rgot[NS];  /* p.resv in order: shard + 1, need, got */
 byte rn[NS];                 /* the reservation's admission's wait number */
+byte rnext[NS];              /* the number of the admission behind it in its line, 0 if none */
+bit  rready[NS];             /* ready: full, every one before it ready, none of their nexts before it */
 byte wnum;                   /* p.next: the last wait number given */
 byte ending;                 /* p.end: 0, CLOSE or SHUT (room.end) */
 
@@ -265,12 +272,14 @@ inline mv(from, to, nd) {
 }
 
 /* pool.fill: the reservations in order, each up to its need, from free,
- * then from the later ones, the last first; a poke for each it fills */
+ * then from the later ones, the last first; each ready once full, after
+ * every one before it is ready and no admission behind one of theirs
+ * (rnext) began to wait before its own; a poke for each it makes ready */
 inline fill() {
-	fa = 0;
+	fa = 0; op = 1; mn = 255;
 	do
 	:: fa < nres ->
-		was = (rgot[fa] >= rneed[fa]);
+		was = rready[fa];
 		mv(free, rgot[fa], rneed[fa]);
 #ifndef MUT_NO_STEAL
 		fb = nres - 1;
@@ -280,8 +289,18 @@ inline fill() {
 		od;
 		fb = 0;
 #endif
+#ifndef MUT_NO_NEXT
+		rready[fa] = (op && rgot[fa] >= rneed[fa] && mn > rn[fa]);
+#else
+		rready[fa] = (op && rgot[fa] >= rneed[fa]);   /* MUTATION: the nexts ignored */
+#endif
+		op = rready[fa];
 		if
-		:: !was && rgot[fa] >= rneed[fa] ->     /* room.put's poke: never blocks */
+		:: rnext[fa] != 0 && rnext[fa] < mn -> mn = rnext[fa]
+		:: else -> skip
+		fi;
+		if
+		:: !was && rready[fa] ->                 /* room.put's poke: never blocks */
 #ifndef MUT_NO_POKE
 			if
 			:: nfull(poke[rsh[fa] - 1]) -> poke[rsh[fa] - 1]!1; printf("POKE shard %d\n", rsh[fa] - 1)
@@ -295,7 +314,7 @@ inline fill() {
 		was = 0; fa++
 	:: else -> break
 	od;
-	fa = 0
+	fa = 0; op = 0; mn = 0
 }
 
 /* pool.find: ri = the index of shard s's reservation, or NS */
@@ -315,15 +334,16 @@ inline give(b) {
 /* take out the reservation at ri */
 inline dropResv(ri) {
 	do
-	:: ri + 1 < nres -> rsh[ri] = rsh[ri + 1]; rneed[ri] = rneed[ri + 1]; rgot[ri] = rgot[ri + 1]; rn[ri] = rn[ri + 1]; ri++
+	:: ri + 1 < nres -> rsh[ri] = rsh[ri + 1]; rneed[ri] = rneed[ri + 1]; rgot[ri] = rgot[ri + 1]; rn[ri] = rn[ri + 1];
+		rnext[ri] = rnext[ri + 1]; rready[ri] = rready[ri + 1]; ri++
 	:: else -> break
 	od;
-	nres--; rsh[nres] = 0; rneed[nres] = 0; rgot[nres] = 0; rn[nres] = 0
+	nres--; rsh[nres] = 0; rneed[nres] = 0; rgot[nres] = 0; rn[nres] = 0; rnext[nres] = 0; rready[nres] = 0
 }
 
-/* pool.reserve(s's poke, nd, n): the reservation of admission n, in its
- * place by n, holding what s's held (hg) */
-inline reserve(s, nd, n) {
+/* pool.reserve(s's poke, nd, n, nx): the reservation of admission n, with
+ * nx behind it, in its place by n, holding what s's held (hg) */
+inline reserve(s, nd, n, nx) {
 	find(s);
 #ifndef MUT_RESV_KEEPS_PLACE
 	if
@@ -341,13 +361,18 @@ inline reserve(s, nd, n) {
 		ri = nres;
 		do
 		:: ri > 0 && rn[ri - 1] > n ->
-			rsh[ri] = rsh[ri - 1]; rneed[ri] = rneed[ri - 1]; rgot[ri] = rgot[ri - 1]; rn[ri] = rn[ri - 1]; ri--
+			rsh[ri] = rsh[ri - 1]; rneed[ri] = rneed[ri - 1]; rgot[ri] = rgot[ri - 1]; rn[ri] = rn[ri - 1];
+			rnext[ri] = rnext[ri - 1]; rready[ri] = rready[ri - 1]; ri--
 		:: else -> break
 		od;
-		rsh[ri] = s + 1; rneed[ri] = 0; rgot[ri] = hg; rn[ri] = n; nres++; hg = 0
+		rsh[ri] = s + 1; rneed[ri] = 0; rgot[ri] = hg; rn[ri] = n; rready[ri] = 0; nres++; hg = 0
 	:: else -> skip
 	fi;
-	rneed[ri] = nd;
+	rneed[ri] = nd; rnext[ri] = nx;
+	if
+	:: rgot[ri] < nd -> rready[ri] = 0            /* ready anew once it holds the new need */
+	:: else -> skip
+	fi;
 	if
 	:: rgot[ri] > nd -> free = free + rgot[ri] - nd; rgot[ri] = nd
 	:: else -> skip
@@ -356,11 +381,15 @@ inline reserve(s, nd, n) {
 	fill()
 }
 
-/* pool.claim(s's poke): got */
+/* pool.claim(s's poke): got, if ready; else nothing */
 inline claim(s) {
 	find(s);
 	assert(ri < NS);
-	got = rgot[ri]; rgot[ri] = 0; ri = 0
+	if
+	:: rready[ri] -> got = rgot[ri]; rgot[ri] = 0; rready[ri] = 0
+	:: else -> got = 0
+	fi;
+	ri = 0
 }
 
 /* pool.cancel(s's poke) */
@@ -388,11 +417,12 @@ inline resok() {
 /* ================= a loop's side of the room (share.go) ================= */
 
 /* the order across shards: admission n of shard i gets its room only once
- * the reservation of every admission that began to wait before it is full */
+ * the reservation of every admission that began to wait before it is full,
+ * and no admission behind one of those began to wait before it */
 inline ordok(n) {
 	fa = 0;
 	do
-	:: fa < nres -> assert(rn[fa] >= n || rgot[fa] >= rneed[fa]); fa++
+	:: fa < nres -> assert(rn[fa] >= n || rgot[fa] >= rneed[fa] && (rnext[fa] == 0 || rnext[fa] > n)); fa++
 	:: else -> break
 	od;
 	fa = 0
@@ -409,7 +439,8 @@ inline roomFor(nd, n) {
 	:: !ending ->
 		b = SPARE(i); cap[i] = cap[i] - b;
 		give(b); b = 0;
-		reserve(i, nd, n);
+		nxt = (nl[i] > 1 -> lnum[i*LS + 1] : 0);   /* waitLine.second */
+		reserve(i, nd, n, nxt); nxt = 0;
 		reserved[i] = 1;
 		claim(i);
 		cap[i] = cap[i] + got;
@@ -925,8 +956,8 @@ proctype loop(byte i) {
 	byte bop[INCSZ], bx[INCSZ], nb;   /* l.batch: one wake-up's messages */
 	byte rl[LS + NIN], nrl;           /* sh.replies: the words held back */
 	byte job[LN], nj;                 /* the batches taken: their inputs */
-	byte k, k2, k3, x, y, e, nd, b, got, dd, fa, fb, ri, hg;
-	bit ok, stop, was, took, must, disp, hear, gr;
+	byte k, k2, k3, x, y, e, nd, b, got, dd, fa, fb, ri, hg, mn, nxt;
+	bit ok, stop, was, took, must, disp, hear, gr, op;
 end_l:
 	if
 	:: atomic {                                  /* receive */
@@ -1081,8 +1112,8 @@ inline giveBack(p) {
  * 0's shard (opBorrowWait); then the parts (after a borrow every part is
  * sent before any word is awaited, sendParts); then the answers */
 proctype many(byte c) {
-	byte j, in, err, got, dd, fa, fb, ri;
-	bit ok, was, left, ended, bw;
+	byte j, in, err, got, dd, fa, fb, ri, mn;
+	bit ok, was, left, ended, bw, op;
 	atomic {                                     /* borrow */
 		if
 		:: !ending && free >= iwt[cx[c]] + iwt[cx[c] + 1] ->
@@ -1172,7 +1203,7 @@ init {
 		input(0, 1, 1, 2, 0); caller(0, KDO, 0);   /* fills the room */
 		input(1, 0, 0, 1, 1); caller(1, KDO, 1);   /* its ctx may end */
 		input(2, 0, 2, Y, 2); caller(2, KDO, 2);
-		input(3, 1, 3, 2, 3); caller(3, KDO, 3);
+		input(3, 1, 3, Z, 3); caller(3, KDO, 3);
 #elif defined(ORDER)
 		input(0, 1, 2, 2, 0); caller(0, KDO, 0);   /* fills the room */
 		input(1, 0, 0, 1, 1); input(2, 1, 1, 1, 1); caller(1, KMANY, 1);
