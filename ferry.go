@@ -11,6 +11,7 @@ package ferry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"reflect"
 	"runtime"
@@ -101,6 +102,196 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 // incSize is the capacity of the loop's inbound channel: the messages one
 // wake-up of the loop may handle at once.
 const incSize = 1024
+
+// Do submits in and blocks until its call returns or ctx ends (then an error
+// that errors.Is ctx.Err(); the caller of a direct call waits for its call,
+// whose context ends with ctx). A full room is ErrRejected at once (with
+// Config.WaitForRoom, Do waits for room, in line, until ctx ends), a closed
+// ferry ErrClosed, a paused key (Config.PauseOnError) ErrPaused; a negative
+// weight or a key unequal to itself is an error.
+//
+// When ctx ends first, Do returns once its shard's loop has said whether the
+// input still waited (one message there and back, not the call's end): if
+// it did, it is dropped and the error also matches ErrDropped (no call will
+// see it: safe to send again); if a call had taken it, the error is ctx's
+// alone, and the call may still succeed; if its answer had come meanwhile (a
+// refusal as its key paused or the ferry closed, or its call's answer), that
+// answer. So ctx's error alone always means that a call took the input. A
+// ctx that had ended before Do admits nothing: ctx's error and ErrDropped.
+//
+// Close answers a waiting Do with ErrClosed, and one whose call is in flight
+// with the call's answer, which, if the call fails once close has ended its
+// context, matches ErrClosed as well as the call's error. See Call for contexts.
+func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
+	var zero O
+	if ctx.Err() != nil {
+		return zero, dropErr(ctx) // nothing admitted
+	}
+	w := f.pools.getDo()
+	if err := w.prepare(f, in); err != nil {
+		f.pools.putDo(w)
+		return zero, err
+	}
+	if f.stamp {
+		w.at = f.clock() // the submission time, as the design says: before the loop sees it
+	}
+	s := f.shardOf(w.key)
+	if !s.send(msg[K, I, O]{op: opAdmit, w: w}) {
+		f.pools.putDo(w)
+		return zero, ErrClosed
+	}
+	switch r, err := await(s, w.c, ctx.Done()); err {
+	case nil:
+		return finishDo(ctx, s, w, r)
+	case ErrClosed:
+		return zero, ErrClosed // w is not pooled: the loop's last read may yet answer it
+	default:
+		return abandon(ctx, s, w)
+	}
+}
+
+// Submit admits in and returns at once, without waiting for its output: nil when admitted,
+// else the error Do would give at admission (ErrRejected, ErrClosed, ErrPaused, a negative
+// weight, or ctx's error and ErrDropped if ctx had ended). With Config.WaitForRoom it blocks while the room is
+// full, until room frees or ctx ends (then ctx's error, matching ErrDropped: not admitted, and
+// done is never called). ctx bounds the admission alone: once Submit has returned nil
+// the input is the ferry's, whatever ctx does, and done (if not nil) is called exactly once,
+// never on the loop goroutine: with the output or error after the input's call returns, or
+// with ErrClosed if the ferry closes first. So ctx may be a request's context that ends as
+// soon as the request is answered (a 202).
+//
+// Submit never makes a direct call. done runs on the worker that ran the call, after the
+// batch's Do and DoMany callers are answered (its key is free by then). For one key the dones run
+// one at a time, in the order of their inputs, never overlapping a later batch's: a later batch's
+// call runs, and its Do callers are answered, but its dones (and OnBatch) wait. So a slow done
+// holds its worker, and with it one of the MaxInFlightBatches, and the key's later completions
+// (the worker of each later batch of the key with a done or OnBatch), not the key's calls;
+// at close, on a goroutine of the ferry that Close waits for. done may call Submit. A panic in
+// done is recovered and counted in Stats.DonePanics; done must not call runtime.Goexit. Close
+// from done starts the close and returns at once, as it cannot wait for done (see Close); Flush
+// and Shutdown from done return an error at once.
+func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) error {
+	if ctx.Err() != nil {
+		return dropErr(ctx) // nothing admitted
+	}
+	w := f.pools.getSub()
+	if err := w.prepare(f, in); err != nil {
+		f.pools.putSub(w)
+		return err
+	}
+	if w.done = done; done == nil {
+		w.done = ignore[O]
+	}
+	if f.stamp {
+		w.at = f.clock()
+	}
+	s := f.shardOf(w.key)
+	// The admission word comes on a channel that w holds only until it is
+	// read: a waiting input keeps no channel. Once admitted, w is its
+	// worker's, which may pool it before the word is read, so c is kept here.
+	c := f.pools.getWord()
+	w.c = c
+	if !s.send(msg[K, I, O]{op: opAdmit, w: w}) {
+		f.pools.putWord(c)
+		f.pools.putSub(w)
+		return ErrClosed
+	}
+	var cancel <-chan struct{} // with WaitForRoom, ctx bounds the wait for room
+	if f.waitForRoom {
+		cancel = ctx.Done()
+	}
+	r, err := await(s, c, cancel)
+	left := err == errCancelled
+	if left { // out of the line, unless let in or refused already
+		s.send(msg[K, I, O]{op: opLeave, word: c})
+		r, err = await(s, c, nil)
+	}
+	if err != nil { // neither w nor c is pooled: the loop's last read may yet answer
+		return ErrClosed
+	}
+	if !left || r.err == errDropped { // the word was the loop's only send on c, or its answer to the leave
+		f.pools.putWord(c)
+	} // else the leave, which names c, is yet to be read: c is not pooled, or it might name another Submit
+	switch r.err {
+	case errAdmitted:
+		return nil
+	case errDropped:
+		r.err = dropErr(ctx)
+	}
+	f.pools.putSub(w)
+	return r.err
+}
+
+// DoMany submits ins in one admission and waits for all their outputs, in order. If the room
+// cannot hold them all, none is admitted and it returns ErrRejected (with Config.WaitForRoom it
+// waits until the room holds them all, and if ctx ends first, the error is an Errors whose every
+// entry matches ctx's error and ErrDropped: none was admitted; so too if ctx had ended before
+// DoMany). If ctx ends first it returns once its shards have said which inputs still waited (one
+// message to each and back), and drops those. If every other input has been answered by then,
+// it returns as below, with ctx's error and ErrDropped for each input dropped. Else the error is
+// ctx's, or, if any input was dropped or answered without a call (ErrPaused, ErrClosed), an
+// Errors with one entry per input: ctx's error and ErrDropped for one dropped before any call
+// took it (safe to send again), the answer for one answered without a call, and ctx's error
+// alone for one a call took, which may yet succeed. Otherwise the error is nil when every
+// input succeeded, or an Errors with one entry per input when any failed.
+//
+// An empty ins gives (empty, nil) at once; more inputs than MaxQueued, or weights that sum past
+// MaxInt64, are ErrRejected; a negative weight or a bad key in any input refuses them all. The
+// inputs of one key join its lane in slice order, and never make a direct call. Beside an
+// Errors, the outputs of the inputs that succeeded are filled in.
+func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
+	if len(ins) == 0 {
+		return []O{}, nil
+	}
+	if ctx.Err() != nil {
+		return nil, dropErrs(ctx, len(ins)) // nothing admitted
+	}
+	g := f.pools.getGroup(len(ins))
+	var total int64 // of all the parts: it may pass MaxInt64 though each part's does not
+	var at time.Duration
+	if f.stamp {
+		at = f.clock()
+	}
+	for i, in := range ins {
+		w := &g.ws[i]
+		if err := w.prepare(f, in); err != nil {
+			f.pools.putGroup(g)
+			return nil, fmt.Errorf("%w (input %d)", err, i)
+		}
+		w.at, w.g, w.i = at, g, i
+		g.join(w, f.shardOf(w.key))
+		total = addWeight(total, w.weight)
+	}
+	if total < 0 { // every shard refuses it as heavier than any room, as one would
+		for i := range g.parts {
+			g.parts[i].total = -1
+		}
+	}
+	g.outs = make([]O, len(ins))
+	g.count.start(len(ins))
+	if len(g.parts) > 1 && g.neverFits(f.lim, total) {
+		g.merge(total)
+	}
+	got, err := g.admit(ctx, f, total)
+	if err != nil {
+		if err == errDropped { // ctx ended while it waited for room
+			err = dropErrs(ctx, len(g.ws))
+		}
+		g.count.take()      // nothing was admitted: no one else holds it
+		f.pools.putGroup(g) // unless a shard may yet answer into it
+		return nil, err
+	}
+	if got > 0 {
+		g.count.done(got) // the inputs of parts whose shard closed, answered ErrClosed here
+	}
+	select {
+	case <-g.count.fin:
+	case <-ctx.Done():
+		return g.abandon(ctx, f)
+	}
+	g.count.take() // put back before fin by the last answer: empty again for the next use
+	return g.answers(ctx, f)
+}
 
 // Flush makes every waiting input due now, without closing the ferry, and blocks until every
 // input admitted before Flush was called has been answered, or ctx ends (then ctx's error).

@@ -3,12 +3,11 @@ package ferry
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
-// This file is DoMany: a group of inputs admitted all or none, one part per
-// shard, answered by index and counted down (see countdown). It runs on the
-// caller's goroutine.
+// This file is DoMany's group (Ferry.DoMany, with its doc, is in ferry.go):
+// inputs admitted all or none, one part per shard, answered by index and
+// counted down (see countdown). It runs on the caller's goroutine.
 
 // group is one DoMany in progress: its inputs, and where their answers go.
 // Answers are written by index, then counted down in count; the caller reads
@@ -52,77 +51,6 @@ type part[K comparable, I, O any] struct {
 // are not its shard's.
 func (p *part[K, I, O]) neverFits(lim limits) bool {
 	return p.n > lim.queued || p.total < 0 || p.total > sharedWeight(lim)
-}
-
-// DoMany submits ins in one admission and waits for all their outputs, in order. If the room
-// cannot hold them all, none is admitted and it returns ErrRejected (with Config.WaitForRoom it
-// waits until the room holds them all, and if ctx ends first, the error is an Errors whose every
-// entry matches ctx's error and ErrDropped: none was admitted; so too if ctx had ended before
-// DoMany). If ctx ends first it returns once its shards have said which inputs still waited (one
-// message to each and back), and drops those. If every other input has been answered by then,
-// it returns as below, with ctx's error and ErrDropped for each input dropped. Else the error is
-// ctx's, or, if any input was dropped or answered without a call (ErrPaused, ErrClosed), an
-// Errors with one entry per input: ctx's error and ErrDropped for one dropped before any call
-// took it (safe to send again), the answer for one answered without a call, and ctx's error
-// alone for one a call took, which may yet succeed. Otherwise the error is nil when every
-// input succeeded, or an Errors with one entry per input when any failed.
-//
-// An empty ins gives (empty, nil) at once; more inputs than MaxQueued, or weights that sum past
-// MaxInt64, are ErrRejected; a negative weight or a bad key in any input refuses them all. The
-// inputs of one key join its lane in slice order, and never make a direct call. Beside an
-// Errors, the outputs of the inputs that succeeded are filled in.
-func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
-	if len(ins) == 0 {
-		return []O{}, nil
-	}
-	if ctx.Err() != nil {
-		return nil, dropErrs(ctx, len(ins)) // nothing admitted
-	}
-	g := f.pools.getGroup(len(ins))
-	var total int64 // of all the parts: it may pass MaxInt64 though each part's does not
-	var at time.Duration
-	if f.stamp {
-		at = f.clock()
-	}
-	for i, in := range ins {
-		w := &g.ws[i]
-		if err := w.prepare(f, in); err != nil {
-			f.pools.putGroup(g)
-			return nil, fmt.Errorf("%w (input %d)", err, i)
-		}
-		w.at, w.g, w.i = at, g, i
-		g.join(w, f.shardOf(w.key))
-		total = addWeight(total, w.weight)
-	}
-	if total < 0 { // every shard refuses it as heavier than any room, as one would
-		for i := range g.parts {
-			g.parts[i].total = -1
-		}
-	}
-	g.outs = make([]O, len(ins))
-	g.count.start(len(ins))
-	if len(g.parts) > 1 && g.neverFits(f.lim, total) {
-		g.merge(total)
-	}
-	got, err := g.admit(ctx, f, total)
-	if err != nil {
-		if err == errDropped { // ctx ended while it waited for room
-			err = dropErrs(ctx, len(g.ws))
-		}
-		g.count.take()      // nothing was admitted: no one else holds it
-		f.pools.putGroup(g) // unless a shard may yet answer into it
-		return nil, err
-	}
-	if got > 0 {
-		g.count.done(got) // the inputs of parts whose shard closed, answered ErrClosed here
-	}
-	select {
-	case <-g.count.fin:
-	case <-ctx.Done():
-		return g.abandon(ctx, f)
-	}
-	g.count.take() // put back before fin by the last answer: empty again for the next use
-	return g.answers(ctx, f)
 }
 
 // answers returns g's outputs and errors once every input has been

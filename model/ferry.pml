@@ -5,8 +5,8 @@
  * mutation.
  *
  * Processes and the Go code they stand for:
- *   caller    Ferry.Do, finishDo, abandon (do.go), direct (call.go); or
- *             Ferry.Submit (caller 1, SUBMIT: submit.go), or Ferry.DoMany and
+ *   caller    Ferry.Do (ferry.go), finishDo, abandon (do.go), direct (call.go); or
+ *             Ferry.Submit (caller 1, SUBMIT: ferry.go), or Ferry.DoMany and
  *             group.abandon (caller 0, MANY: many.go)
  *   loop      loop.run, receive, handle, admitSubmit, dropSubmit, admitPart,
  *             dispatch, startRound, settle, close, end, and the core
