@@ -19,6 +19,9 @@ func doInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in 
 	if f.stamp {
 		w.at = f.clock() // the submission time, as the design says: before the loop sees it
 	}
+	if f.keep {
+		w.ctx = ctx
+	}
 	s := f.shardOf(w.key)
 	m := msg[K, I, O]{op: opAdmit, w: w}
 	select {

@@ -36,6 +36,7 @@ type Ferry[K comparable, I, O any] struct {
 	retry           func(K, int, error) (time.Duration, bool) // Config.Retry
 	pauseOnError    bool
 	waitForRoom     bool
+	keep            bool // Config.KeepContexts: see callers.go
 
 	origin time.Time // of every shard's clock: see clock
 
@@ -78,6 +79,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		retry:           cfg.Retry,
 		pauseOnError:    cfg.PauseOnError,
 		waitForRoom:     cfg.WaitForRoom,
+		keep:            cfg.KeepContexts,
 
 		seed: maphash.MakeSeed(),
 	}

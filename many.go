@@ -75,6 +75,9 @@ func doInputs[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], in
 			return nil, fmt.Errorf("%w (input %d)", err, i)
 		}
 		w.at, w.g, w.i = at, g, i
+		if f.keep {
+			w.ctx = ctx
+		}
 		g.join(w, f.shardOf(w.key))
 		total = addWeight(total, w.weight)
 	}

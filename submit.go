@@ -22,6 +22,9 @@ func submitInput[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O],
 	if f.stamp {
 		w.at = f.clock()
 	}
+	if f.keep {
+		w.ctx = ctx // for its values: it may end before the call
+	}
 	s := f.shardOf(w.key)
 	// The admission word comes on a channel that w holds only until it is
 	// read: a waiting input keeps no channel. Once admitted, w is its
