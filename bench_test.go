@@ -172,6 +172,33 @@ func BenchmarkOnBatch(b *testing.B) {
 	}
 }
 
+// BenchmarkKeepContexts is BenchmarkDo's keys=16 workloads and
+// BenchmarkDirect's callers=128 with KeepContexts off and on, one after the
+// other (benchstat -col /keep): with it on, each call allocates its context
+// (one allocation per call, none per input) and each input's waiter holds
+// its caller's context.
+func BenchmarkKeepContexts(b *testing.B) {
+	for _, w := range []struct {
+		name        string
+		keys, batch int
+		direct      bool
+		calls       func(Stats) uint64
+	}{
+		{"keys=16/batch=8", 16, 8, false, func(s Stats) uint64 { return s.Batches }},
+		{"keys=16/batch=64", 16, 64, false, func(s Stats) uint64 { return s.Batches }},
+		{"direct/callers=128", 128, 0, true, func(s Stats) uint64 { return s.DirectCalls }},
+	} {
+		for _, keep := range []bool{false, true} {
+			c := Config[int, int]{MaxBatchSize: w.batch, DirectCalls: w.direct, KeepContexts: keep}
+			callers := w.keys * max(1, w.batch)
+			if !w.direct {
+				c.MaxQueued = callers
+			}
+			b.Run(fmt.Sprintf("%s/keep=%v", w.name, keep), func(b *testing.B) { benchFerry(b, c, w.keys, callers, w.calls) })
+		}
+	}
+}
+
 // BenchmarkDirect is DirectCalls on idle keys, each caller with a key of its
 // own, beside a plain function call.
 func BenchmarkDirect(b *testing.B) {

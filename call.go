@@ -165,7 +165,11 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 	if f.onBatch != nil {
 		start = f.clock()
 	}
-	outs, errs, all := invoke(cctx, f, w.key, w.in[:])
+	call := context.Context(cctx)
+	if f.keep {
+		call = withCaller(cctx, w.ctx, 1)
+	}
+	outs, errs, all := invoke(call, f, w.key, w.in[:])
 	r := pick(outs, errs, all, 0)
 	var b Batch[K]
 	if f.onBatch != nil {

@@ -13,7 +13,8 @@ import (
 // its validation into the core's limits, Batch, and Stats.
 
 // Call runs one batch for one key and returns one output per input, in order.
-// A batched call's context carries no caller's values and has no deadline
+// A batched call's context carries no caller's values (with
+// Config.KeepContexts, Callers gives their contexts) and has no deadline
 // unless CallTimeout; it ends on close (cause ErrClosed), after CallTimeout
 // (ErrCallTimeout) or, with CancelAbandoned, once every caller has gone
 // (ErrAbandoned). A direct call's context is its caller's, and ends on close too.
@@ -92,6 +93,15 @@ type Config[K comparable, I any] struct {
 	// waiting admission costs its caller's goroutine, parked, and nothing
 	// else. false: a full room is ErrRejected at once.
 	WaitForRoom bool
+
+	// KeepContexts keeps each input's caller's ctx (a Do's, a DoMany's, a
+	// Submit's) with the input while it waits, for its call: inside a call,
+	// Callers returns them and CallInfo the attempt and whether it is
+	// direct. It costs one allocation per call (per attempt), none per input.
+	// A direct call of a ferry without it, made inside a call of one with it,
+	// sees that call's. false: a batched call's context carries nothing of
+	// its callers, and Callers returns nil.
+	KeepContexts bool
 }
 
 // limits validates cfg and returns the core's limits and the number of

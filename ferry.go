@@ -37,6 +37,7 @@ type Ferry[K comparable, I, O any] struct {
 	retry           func(K, int, error) (time.Duration, bool) // Config.Retry
 	pauseOnError    bool
 	waitForRoom     bool
+	keep            bool // Config.KeepContexts: see callers.go
 
 	origin time.Time // of every shard's clock: see clock
 
@@ -79,6 +80,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		retry:           cfg.Retry,
 		pauseOnError:    cfg.PauseOnError,
 		waitForRoom:     cfg.WaitForRoom,
+		keep:            cfg.KeepContexts,
 
 		seed: maphash.MakeSeed(),
 	}
@@ -135,6 +137,9 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 	if f.stamp {
 		w.at = f.clock() // the submission time, as the design says: before the loop sees it
 	}
+	if f.keep {
+		w.ctx = ctx
+	}
 	s := f.shardOf(w.key)
 	if !s.send(msg[K, I, O]{op: opAdmit, w: w}) {
 		f.pools.putDo(w)
@@ -184,6 +189,9 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 	}
 	if f.stamp {
 		w.at = f.clock()
+	}
+	if f.keep {
+		w.ctx = ctx // for its values: it may end before the call
 	}
 	s := f.shardOf(w.key)
 	// The admission word comes on a channel that w holds only until it is
@@ -259,6 +267,9 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 			return nil, fmt.Errorf("%w (input %d)", err, i)
 		}
 		w.at, w.g, w.i = at, g, i
+		if f.keep {
+			w.ctx = ctx
+		}
 		g.join(w, f.shardOf(w.key))
 		total = addWeight(total, w.weight)
 	}

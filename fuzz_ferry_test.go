@@ -148,6 +148,7 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	}
 	direct := ctx.Value(callKey{}) == nil // a batched call's context holds its ferry
 	r.made[made{key, len(ins), w, direct}]++
+	r.checkCallers(ctx, ins, direct)
 	if !direct {
 		if r.flying++; r.flying > r.cfg.MaxInFlightBatches {
 			r.fail("%d batched calls at once, limit %d", r.flying, r.cfg.MaxInFlightBatches)
@@ -364,6 +365,33 @@ func fuzzKey(x in) any {
 	return x.Key
 }
 
+// ownerKey is the key of the ID of the input whose caller's context it is
+// (for a DoMany, its first input's: see ferryRun.owner).
+type ownerKey struct{}
+
+// checkCallers checks, with KeepContexts, that a call's Callers are its
+// inputs' callers' contexts, in order, and that CallInfo tells a direct
+// call; without it, that it sees neither. r.mu is held.
+func (r *ferryRun) checkCallers(ctx context.Context, ins []in, direct bool) {
+	cs := Callers(ctx)
+	attempt, d := CallInfo(ctx)
+	if !r.cfg.KeepContexts {
+		if cs != nil || attempt != 0 || d {
+			r.fail("Callers %v, CallInfo %d %v without KeepContexts", cs, attempt, d)
+		}
+		return
+	}
+	if len(cs) != len(ins) || attempt < 1 || d != direct {
+		r.fail("%d Callers for %d inputs, CallInfo %d %v, direct %v", len(cs), len(ins), attempt, d, direct)
+		return
+	}
+	for i, x := range ins {
+		if id, _ := cs[i].Value(ownerKey{}).(int); id != r.owner[x.ID] {
+			r.fail("input %d's Callers context is %d's, not %d's", x.ID, id, r.owner[x.ID])
+		}
+	}
+}
+
 // callerCtx is a caller's own context type. Its methods are user code, so
 // each checks that it is not running on the loop goroutine.
 type callerCtx struct {
@@ -507,7 +535,8 @@ func runFerry(t *testing.T, data []byte) {
 	more := b.next()
 	cfg.PauseOnError = more&1 == 1
 	cfg.WaitForRoom = more&2 == 2
-	if more&6 == 6 { // WaitForRoom over 2 to 8 shards
+	cfg.KeepContexts = more&4 == 4
+	if more&6 == 6 { // WaitForRoom over 2 to 8 shards (with KeepContexts: the saved inputs decode so)
 		cfg.Shards = 2 + int(more>>3)%7
 		cfg.MaxInFlightBatches = max(cfg.MaxInFlightBatches, cfg.Shards)
 	}
@@ -551,9 +580,9 @@ func runFerry(t *testing.T, data []byte) {
 		r.many[id] = how == doMany
 		r.mu.Unlock()
 		parent, cancel := context.WithCancel(context.Background())
-		var ctx context.Context = parent
+		var ctx context.Context = context.WithValue(parent, ownerKey{}, id)
 		if id%2 == 1 {
-			ctx = callerCtx{parent, r}
+			ctx = callerCtx{ctx, r}
 		}
 		c := &fuzzCaller{x: x, cancel: cancel, c: make(chan answer, 1), how: how,
 			never: cfg.MaxQueuedWeight > 0 && x.W > cfg.MaxQueuedWeight}

@@ -1,6 +1,7 @@
 package ferry
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sync"
@@ -32,6 +33,8 @@ type waiter[K comparable, I, O any] struct {
 	gone    bool  // loop-owned: taken by a call, and its caller has given up since (Do, DoMany): not retried
 
 	after, fin chan struct{} // a direct call's, with OnBatch, written by the loop before errClaimed: see loop.completing
+
+	ctx context.Context // with KeepContexts: its caller's, for Callers (see callers.go); the loop never calls it
 }
 
 // prepare fills in w's input, key, weight and rank, and refuses a key that no

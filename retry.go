@@ -21,6 +21,8 @@ type retries[K comparable, I, O any] struct {
 	bs      []Batch[K]    // with OnBatch: the reports of the attempts so far
 	attempt int           // the attempt last over; 0: not retrying
 	start   time.Duration // of the attempt in flight, by clock, with OnBatch
+
+	ctxs []context.Context // with KeepContexts: the callers' contexts of the call in flight; the worker's buffer, reused across batches
 }
 
 // run retries j's batch, whose first call failed with outs, errs and all (b
@@ -79,8 +81,12 @@ func (r *retries[K, I, O]) run(f *Ferry[K, I, O], j job[K, I, O], ins []I, outs 
 		if f.onBatch != nil {
 			r.start = f.clock()
 		}
+		ctx := j.ctx
+		if f.keep {
+			ctx, r.ctxs = withCallers(j.ctx, j.batch, r.idx, r.attempt+1, r.ctxs)
+		}
 		*running = true
-		outs, errs, all = invoke(j.ctx, f, j.key, ins)
+		outs, errs, all = invoke(ctx, f, j.key, ins)
 		*running = false
 		if f.onBatch != nil {
 			b = reportOf(f, j.key, j.batch, r.idx, r.start)
@@ -148,7 +154,11 @@ func retryDirect[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O],
 		if f.onBatch != nil {
 			start = f.clock()
 		}
-		outs, errs, all := invoke(ctx, f, w.key, w.in[:])
+		cctx := ctx
+		if f.keep {
+			cctx = withCaller(ctx, w.ctx, attempt+1)
+		}
+		outs, errs, all := invoke(cctx, f, w.key, w.in[:])
 		r, err = pick(outs, errs, all, 0), failure(errs, all)
 		if f.onBatch != nil {
 			b.Took = f.clock() - start

@@ -93,8 +93,12 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 		if f.onBatch != nil {
 			start = f.clock()
 		}
+		ctx := j.ctx
+		if f.keep {
+			ctx, rt.ctxs = withCallers(j.ctx, j.batch, nil, 1, rt.ctxs)
+		}
 		running = true
-		outs, errs, all := invoke(j.ctx, f, j.key, ins)
+		outs, errs, all := invoke(ctx, f, j.key, ins)
 		running = false
 		if f.retry == nil || errs == nil && all == nil {
 			subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start), nil)
@@ -109,6 +113,12 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 		}
 		if cap(subs) > keepCap {
 			subs = nil
+		}
+		if f.keep { // the callers' contexts are not kept past their call
+			clear(rt.ctxs)
+			if cap(rt.ctxs) > keepCap {
+				rt.ctxs = nil
+			}
 		}
 	}
 }

@@ -12,11 +12,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // TestIngest runs the service against a real PostgreSQL server under load,
@@ -486,5 +489,47 @@ func TestHTTP(t *testing.T) {
 	}
 	if len(seqs) != len(accepted) || !slices.IsSorted(seqs) {
 		t.Errorf("accepted %v, stored as %v: want all, in order", accepted, seqs)
+	}
+}
+
+// TestTrace runs the service on PostgreSQL with its Tracer recording in
+// memory: each request's span is linked from the span of the INSERT batch
+// that stored its events, whose own outcome is ok.
+func TestTrace(t *testing.T) {
+	e := pgEnv(t)
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	r := newRigConfig(t, e, "trace", func(c *Config) { c.Tracer, c.Delay = tp, 50*time.Millisecond })
+	base := "http://" + r.cfg.Addr
+	var wg sync.WaitGroup
+	for i := range 6 {
+		path, body := "/events", fmt.Sprintf(`{"tenant":"t%d","id":"%d"}`, i%2, i)
+		if i == 5 {
+			path, body = "/events/bulk", `[{"tenant":"t0","id":"b1"},{"tenant":"t1","id":"b2"}]`
+		}
+		wg.Go(func() {
+			resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				t.Errorf("POST %s %s: %d", path, body, resp.StatusCode)
+			}
+		})
+	}
+	wg.Wait()
+	r.stop()
+	inserts := checkLinks(t, sr.Ended(), 6, http.StatusCreated)
+	for _, s := range inserts {
+		for _, a := range s.Attributes() {
+			if a.Key == "ferry.outcome" && a.Value.AsString() != "ok" {
+				t.Errorf("an INSERT's outcome: %s", a.Value.AsString())
+			}
+		}
+	}
+	if len(inserts) < 2 {
+		t.Errorf("%d INSERT spans, want 2 or more (2 tenants)", len(inserts))
 	}
 }

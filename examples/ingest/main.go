@@ -32,7 +32,8 @@
 // this process, on -dsn, and then checks the database: every acknowledged
 // event stored once, each tenant's in the order they were acknowledged.
 // -compare runs it against the batched service, then against -unbatched (one
-// INSERT per event, from the handler).
+// INSERT per event, from the handler). -trace stdout writes spans to stdout:
+// each request's, and each INSERT batch's, linked to its requests' spans.
 package main
 
 import (
@@ -63,6 +64,7 @@ func main() {
 	flag.DurationVar(&cfg.Drain, "drain", defaults.Drain, "at shutdown, how long what waits may run before the rest is spooled")
 	flag.BoolVar(&cfg.Unbatched, "unbatched", false, "one INSERT per event, from the handler, without a ferry")
 	stop := flag.Duration("shutdown", 30*time.Second, "at shutdown, how long requests in flight may take")
+	traceTo := flag.String("trace", "", "stdout: write the spans of requests and of INSERT batches (linked) to stdout; empty: no tracing")
 	var lc loadConfig
 	load := flag.Bool("load", false, "generate load instead of serving")
 	flag.StringVar(&lc.target, "target", "", "with -load: the service's URL, on 127.0.0.1 (default: one started in this process, on -dsn)")
@@ -76,7 +78,12 @@ func main() {
 	compare := flag.Bool("compare", false, "with -load and no -target: run batched, then -unbatched, and print both")
 	flag.Parse()
 
-	var err error
+	tp, endTrace, err := newTracer(*traceTo, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ingest:", err)
+		os.Exit(2)
+	}
+	cfg.Tracer = tp
 	switch {
 	case *load:
 		if lc.mix, err = parseMix(*mix); err == nil {
@@ -86,6 +93,9 @@ func main() {
 		err = fmt.Errorf("no -dsn and no $DATABASE_URL")
 	default:
 		err = serve(cfg, *stop)
+	}
+	if terr := endTrace(context.Background()); err == nil {
+		err = terr
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ingest:", err)

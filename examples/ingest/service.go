@@ -19,9 +19,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferrygo/ferry"
+	"github.com/ferrygo/ferry/ferryotel"
 	"github.com/ferrygo/ferry/ferryprom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config is what the service's flags set. A zero field takes its value in
@@ -42,6 +44,10 @@ type Config struct {
 	Drain       time.Duration // Shutdown's budget for the ferry to run what waits, before Close
 	Unbatched   bool          // one INSERT per event, from the handler, without a ferry
 	Logf        func(format string, args ...any)
+
+	// Tracer, if set, traces each request and each INSERT batch, the batch's
+	// span linked to its requests' (see traced). nil: no tracing.
+	Tracer trace.TracerProvider
 }
 
 // defaults are the flags' defaults, and those of Config's zero fields.
@@ -127,23 +133,10 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		s.f.Resume(tenant)
 	})
 	if !cfg.Unbatched {
-		c := ferryprom.NewCollector("ingest", nil, ferryprom.Opts{})
-		s.f, err = ferry.New(s.write, ferry.Config[string, event]{
-			Key:                func(e event) string { return e.Tenant },
-			MaxBatchSize:       cfg.MaxBatch,
-			MaxBatchDelay:      cfg.Delay,
-			MaxInFlightBatches: cfg.Workers,
-			MaxQueued:          cfg.MaxQueued,
-			CallTimeout:        cfg.CallTimeout,
-			OnBatch:            ferryprom.OnBatch[string](c),
-			Retry:              s.retry,
-			PauseOnError:       true,
-		})
-		if err != nil {
+		if s.f, err = s.newFerry(s.write); err != nil {
 			st.pool.Close()
 			return nil, err
 		}
-		s.reg.MustRegister(c.WithStats(s.f.Stats))
 	}
 	s.register()
 	s.ln, err = net.Listen("tcp", cfg.Addr)
@@ -156,15 +149,43 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// newFerry returns the service's ferry over call (s.write, but in tests),
+// its metrics registered; with cfg.Tracer, call runs in a span linked to the
+// spans of its events' requests (see traced).
+func (s *Service) newFerry(call ferry.Call[string, event, stored]) (*ferry.Ferry[string, event, stored], error) {
+	cfg := s.cfg
+	if cfg.Tracer != nil {
+		call = ferryotel.Wrap(call, ferryotel.Opts[string]{TracerProvider: cfg.Tracer, Name: "INSERT events"})
+	}
+	c := ferryprom.NewCollector("ingest", nil, ferryprom.Opts{})
+	f, err := ferry.New(call, ferry.Config[string, event]{
+		Key:                func(e event) string { return e.Tenant },
+		MaxBatchSize:       cfg.MaxBatch,
+		MaxBatchDelay:      cfg.Delay,
+		MaxInFlightBatches: cfg.Workers,
+		MaxQueued:          cfg.MaxQueued,
+		CallTimeout:        cfg.CallTimeout,
+		OnBatch:            ferryprom.OnBatch[string](c),
+		Retry:              s.retry,
+		PauseOnError:       true,
+		KeepContexts:       cfg.Tracer != nil, // for the links
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.reg.MustRegister(c.WithStats(f.Stats))
+	return f, nil
+}
+
 // Addr is the address the service listens on.
 func (s *Service) Addr() string { return s.ln.Addr().String() }
 
 // Handler serves POST /events, /events/async and /events/bulk, and GET /metrics.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /events", s.handleDo)
-	mux.HandleFunc("POST /events/async", s.handleAsync)
-	mux.HandleFunc("POST /events/bulk", s.handleBulk)
+	mux.HandleFunc("POST /events", s.traced("POST /events", s.handleDo))
+	mux.HandleFunc("POST /events/async", s.traced("POST /events/async", s.handleAsync))
+	mux.HandleFunc("POST /events/bulk", s.traced("POST /events/bulk", s.handleBulk))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	return mux
 }
