@@ -46,7 +46,7 @@ func TestWithStats(t *testing.T) {
 		t.Fatalf("without stats: %v", got)
 	}
 	ferryprom.OnBatch[int](c)(ferry.Batch[int]{Size: 5})
-	stats := ferry.Stats{Queued: 7, Admitted: 9, RejectedHeavy: 2, Paused: 3, PausedOut: 4, Waiting: 5}
+	stats := ferry.Stats{Queued: 7, Admitted: 9, RejectedHeavy: 2, Paused: 3, PausedOut: 4, WaitingForRoom: 5}
 	mfs := gather(t, c.WithStats(func() ferry.Stats { return stats }))
 	if n := len(mfs); n != 3+15 {
 		t.Errorf("%d families with stats, want 18: %v", n, names(mfs))
