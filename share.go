@@ -265,9 +265,10 @@ type share[K comparable, I, O any] struct {
 }
 
 // heard records the ferry's end, o, that the pool says has begun (see
-// room.end): the loop starts it (see loop.heedEnd).
+// room.end, which alone ranks a close over a shutdown: the pool's mark
+// only rises), if it has: the loop starts it (see loop.heedEnd).
 func (sh *share[K, I, O]) heard(o op) {
-	if o != 0 && sh.end != opClose {
+	if o != 0 {
 		sh.end = o
 	}
 }
