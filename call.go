@@ -219,12 +219,12 @@ var pkgPrefix = reflect.TypeFor[callKey]().PkgPath() + "."
 
 // Refusals of a Flush or a Shutdown from user code that would wait for itself.
 var (
-	errFlushInCallback    = errors.New("ferry: Flush from inside a done, OnBatch or Retry would wait for it")
-	errShutdownInCallback = errors.New("ferry: Shutdown from inside a done, OnBatch or Retry would wait for it")
+	errFlushInCallback    = errors.New("ferry: Flush from inside a done, OnBatch, OnPause or Retry would wait for it")
+	errShutdownInCallback = errors.New("ferry: Shutdown from inside a done, OnBatch, OnPause or Retry would wait for it")
 )
 
 // inUserCode reports whether its caller runs inside a done (callDone), an
-// OnBatch (onBatch) or a Retry (askRetry) that a ferry runs, or with calls
+// OnBatch (onBatch), an OnPause (onPause) or a Retry (askRetry) that a ferry runs, or with calls
 // also inside a Call (invoke): inside code whose return the ferry waits for
 // before it ends, or a Flush round before it settles. It reads the names of the functions on
 // the goroutine's stack, generic ones named as "ferry.invoke[...]", inlined
@@ -246,7 +246,8 @@ func inUserCode(calls bool) bool {
 		fr, more := frames.Next()
 		if name, ok := strings.CutPrefix(fr.Function, pkgPrefix); ok {
 			switch {
-			case strings.HasPrefix(name, "callDone["), strings.HasPrefix(name, "onBatch["), strings.HasPrefix(name, "askRetry["):
+			case strings.HasPrefix(name, "callDone["), strings.HasPrefix(name, "onBatch["), strings.HasPrefix(name, "askRetry["),
+				strings.HasPrefix(name, "onPause["):
 				return true
 			case calls && strings.HasPrefix(name, "invoke["):
 				return true

@@ -76,6 +76,23 @@ type Config[K comparable, I any] struct {
 	// no to know a key is paused. false: a failure pauses nothing.
 	PauseOnError bool
 
+	// OnPause is told of each pause (PauseOnError) once: key, and the
+	// call's error that paused it (as the last attempt's Batch.Err). It
+	// runs off the loop, on a goroutine of the ferry, in the key's order of
+	// completions: after the failed call's done and OnBatch have returned
+	// and the key's waiting Submits are told ErrPaused in their done; before
+	// any later done or OnBatch of the key. (A Do or DoMany of the failed
+	// call is answered as OnPause starts, and may return before or after
+	// it.) So a Resume from it, or from a probe it starts, finds the key
+	// paused.
+	// A slow OnPause holds the key's later completions, not other keys;
+	// Close and a Flush whose inputs the pause answered wait for it. A panic
+	// in it is recovered and counted in Stats.OnPausePanics; it must not
+	// call runtime.Goexit. Close from it starts the close and returns at
+	// once; Flush and Shutdown from it return an error at once. New rejects
+	// it without PauseOnError. nil: none.
+	OnPause func(key K, err error)
+
 	// WaitForRoom makes an admission that the room cannot hold now wait
 	// for room instead of failing with ErrRejected: Do, Submit and DoMany
 	// block until room frees or ctx ends (then ctx's error, matching
@@ -106,7 +123,8 @@ type Config[K comparable, I any] struct {
 
 // limits validates cfg and returns the core's limits and the number of
 // workers, or an error naming the field: a Key that is nil, a limit that is
-// negative, MaxInFlightBatches over MaxInFlightBatchesLimit.
+// negative, MaxInFlightBatches over MaxInFlightBatchesLimit, OnPause
+// without PauseOnError.
 func (cfg Config[K, I]) limits() (limits, int, error) {
 	if cfg.Key == nil {
 		return limits{}, 0, errors.New("ferry: Config.Key is nil")
@@ -140,6 +158,9 @@ func (cfg Config[K, I]) limits() (limits, int, error) {
 		direct:       cfg.DirectCalls,
 	}
 	workers := cmp.Or(cfg.MaxInFlightBatches, DefaultMaxInFlightBatches)
+	if cfg.OnPause != nil && !cfg.PauseOnError {
+		return limits{}, 0, errors.New("ferry: Config.OnPause is set without PauseOnError, which alone pauses keys")
+	}
 	if cfg.Shards < 0 {
 		return limits{}, 0, fmt.Errorf("ferry: Config.Shards is negative: %d", cfg.Shards)
 	}
@@ -204,6 +225,9 @@ type Stats struct {
 	// never admitted, and not counted).
 	Paused    int
 	PausedOut uint64
+	// OnPausePanics is, since New, the OnPause calls that panicked
+	// (recovered and dropped).
+	OnPausePanics uint64
 	// WaitingForRoom is the number of inputs waiting for room now
 	// (Config.WaitForRoom): not admitted, and not in Queued.
 	WaitingForRoom int
@@ -237,6 +261,7 @@ func (s *Stats) add(t Stats) {
 	s.OnBatchPanics += t.OnBatchPanics
 	s.Paused += t.Paused
 	s.PausedOut += t.PausedOut
+	s.OnPausePanics += t.OnPausePanics
 	s.WaitingForRoom += t.WaitingForRoom
 	s.Waiting += t.Waiting
 }

@@ -9,12 +9,14 @@
 package ferry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"reflect"
 	"runtime"
+	"slices"
 	"time"
 )
 
@@ -36,6 +38,7 @@ type Ferry[K comparable, I, O any] struct {
 	cancelAbandoned bool
 	retry           func(K, int, error) (time.Duration, bool) // Config.Retry
 	pauseOnError    bool
+	onPause         func(K, error) // Config.OnPause
 	waitForRoom     bool
 	keep            bool // Config.KeepContexts: see callers.go
 
@@ -51,8 +54,9 @@ type Ferry[K comparable, I, O any] struct {
 
 // New returns a running Ferry that batches inputs for call. It returns an
 // error naming the field if call or cfg.Key is nil, a limit is negative,
-// MaxInFlightBatches is over MaxInFlightBatchesLimit or Shards over
-// MaxInFlightBatches. Release it with Close.
+// MaxInFlightBatches is over MaxInFlightBatchesLimit, Shards over
+// MaxInFlightBatches or OnPause is set without PauseOnError. Release it with
+// Close.
 func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K, I, O], error) {
 	if call == nil {
 		return nil, errors.New("ferry: call is nil")
@@ -79,6 +83,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		cancelAbandoned: cfg.CancelAbandoned,
 		retry:           cfg.Retry,
 		pauseOnError:    cfg.PauseOnError,
+		onPause:         cfg.OnPause,
 		waitForRoom:     cfg.WaitForRoom,
 		keep:            cfg.KeepContexts,
 
@@ -310,9 +315,9 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 // Answered includes a Submit's done having returned and OnBatch having been told, and the direct
 // calls in flight when Flush is called are waited for too, with their OnBatch. Inputs admitted
 // after it keep their own deadlines. It returns ErrClosed on a closed ferry, or if the ferry
-// closes first. From inside a batched Call of f, a done, an OnBatch or a Retry it would wait for
-// itself: it returns an error at once (from a done, OnBatch or Retry of any ferry: it cannot tell
-// them apart). From a direct call it would wait for itself too: it must not be called there.
+// closes first. From inside a batched Call of f, a done, an OnBatch, an OnPause or a Retry it
+// would wait for itself: it returns an error at once (from a done, OnBatch, OnPause or Retry of
+// any ferry: it cannot tell them apart). From a direct call it would wait for itself too: it must not be called there.
 func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
 		return errFlushInCall
@@ -349,7 +354,7 @@ func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 // than once and concurrently.
 //
 // From inside user code that a ferry runs (a Call, batched or direct, a
-// done, an OnBatch or a Retry) Close cannot wait for that code: it starts the close and
+// done, an OnBatch, an OnPause or a Retry) Close cannot wait for that code: it starts the close and
 // returns nil at once, and the ferry finishes closing once that code has
 // returned; a Close from elsewhere, before or after, waits as usual. It tells
 // this by the ferry's functions on its goroutine's stack, so it does the same
@@ -374,7 +379,7 @@ func (f *Ferry[K, I, O]) Close() error {
 // input without waiting for deadlines, then closes the ferry. It blocks until
 // that is done (nil) or ctx ends (ctx's error, the shutdown going on: Close
 // ends it; at once if ctx had ended). From inside a batched Call of f, a
-// done, an OnBatch or a Retry (of any ferry, as Flush) it would wait for
+// done, an OnBatch, an OnPause or a Retry (of any ferry, as Flush) it would wait for
 // itself: it returns an error at once and starts nothing. From a direct call
 // it must not be called.
 func (f *Ferry[K, I, O]) Shutdown(ctx context.Context) error {
@@ -424,9 +429,34 @@ func (f *Ferry[K, I, O]) Stats() Stats {
 // no-op if key is not paused, or the ferry closed. It blocks only to hand
 // the word to the key's shard (never for a call or any user code, so it may
 // be called holding a lock of yours), and may be called from user code (a
-// Call, a done, an OnBatch).
+// Call, a done, an OnBatch, an OnPause).
 func (f *Ferry[K, I, O]) Resume(key K) {
 	f.shardOf(key).send(msg[K, I, O]{op: opResume, key: key})
+}
+
+// Paused returns the keys paused now (Config.PauseOnError), in the order
+// they paused, nil if none: a key resumed and paused again counts from its
+// last pause. Over several shards each loop stamps a pause with the ferry's
+// clock as it pauses the key, and Paused merges their lists by it, a tie
+// going to the lower shard. It blocks only for the loops' turns (never for
+// a call or user code), and may be called from user code (OnPause, say).
+// After Close it returns the keys paused as the ferry ended.
+func (f *Ferry[K, I, O]) Paused() []K {
+	var all []pausedKey[K]
+	for _, s := range f.shards { // in shard order: the stable sort keeps ties so
+		all = append(all, s.pausedKeys()...)
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	if len(f.shards) > 1 {
+		slices.SortStableFunc(all, func(a, b pausedKey[K]) int { return cmp.Compare(a.at, b.at) })
+	}
+	keys := make([]K, len(all))
+	for i, pk := range all {
+		keys[i] = pk.key
+	}
+	return keys
 }
 
 // shardOf returns the shard of key k.

@@ -216,7 +216,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	case opReported:
 		l.reported(m.w, m.panicked)
 	case opNotified:
-		l.notified(m.fin)
+		l.notified(m.fin, m.panicked)
 	case opChained:
 		l.chains--
 	case opDonePanicked:
@@ -229,6 +229,8 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		l.exited++
 	case opStats:
 		m.stats <- l.stats()
+	case opPaused:
+		l.pausedKeys(m.paused)
 	case opClose:
 		l.close()
 	case opShutdown:
@@ -522,7 +524,7 @@ func (l *loop[K, I, O]) end() bool {
 		return false
 	}
 	l.alarm.t.Stop()
-	l.s.last = l.stats()
+	l.s.last, l.s.lastPaused = l.stats(), l.paused.list()
 	close(l.s.done)
 	// Every message sent before done was closed is in inc now. await waits
 	// for the answer to it without watching done, so answer those.
@@ -540,6 +542,8 @@ func (l *loop[K, I, O]) end() bool {
 			m.flushed <- ErrClosed
 		case opStats:
 			m.stats <- l.s.last
+		case opPaused:
+			m.paused <- l.s.lastPaused
 		}
 	}
 	return true

@@ -23,7 +23,7 @@ const (
 	opStart                     // from a direct call: it runs, and close cancels it with m.cancel
 	opRelease                   // from a worker or a direct call: m.key's call is over
 	opIdle                      // from worker m.worker: it has answered its batch (done and OnBatch returned); it is free
-	opNotified                  // from a goroutine that called Submits' done: it has finished (m.fin: a paused key's, see notifyPaused)
+	opNotified                  // from a goroutine that called Submits' done: it has finished (m.fin: a paused key's, see notifyPaused; m.panicked: its OnPause panicked)
 	opReported                  // from a direct call whose release carried m.w: OnBatch has returned (m.panicked: it panicked)
 	opChained                   // from chainFin: it has closed an unused claim's fin, and gone
 	opDonePanicked              // a Submit's done panicked
@@ -36,6 +36,7 @@ const (
 	opRetry                     // from worker m.worker, before a retry: which of the inputs on m.ask still have a caller
 	opResume                    // from Resume: m.key is no longer paused
 	opBorrowWait                // from DoMany over several shards, with WaitForRoom: wait for the room of all of m.g, then grant it (word on part m.part's channel)
+	opPaused                    // from Paused: reply on m.paused
 	opLeave                     // from a Submit (m.word) or a DoMany (part m.part of m.g) whose ctx ended while it waited for room: see loop.leave
 )
 
@@ -46,7 +47,7 @@ const byCaller = -1
 // methods: its sender writes it and the loop reads it.
 type msg[K comparable, I, O any] struct {
 	op       op
-	panicked bool             // opReported: the direct call's OnBatch panicked
+	panicked bool             // opReported: the direct call's OnBatch panicked; opNotified: OnPause panicked
 	worker   int32            // opRelease, opIdle: the worker, or byCaller
 	part     int32            // opAdmitMany, opHold, opUnhold, opDropMany, opBorrowWait, opLeave: the part of m.g
 	key      K                // opRelease, opResume
@@ -56,6 +57,7 @@ type msg[K comparable, I, O any] struct {
 	g        *group[K, I, O]  // the DoMany of a part's message (opAdmitMany, opHold, opUnhold, opDropMany, opBorrowWait, opLeave)
 	word     chan result[O]   // opLeave from a Submit: the channel of its admission word, which names it
 	stats    chan Stats
+	paused   chan []pausedKey[K]     // opPaused: the reply, capacity 1
 	cancel   context.CancelCauseFunc // opStart: how close cancels the direct call
 	flushed  chan error              // opFlush: its answer, capacity 1
 	ask      *ask                    // opRetry: the question, and where the answer goes

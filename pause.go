@@ -1,6 +1,12 @@
 package ferry
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
 
 // This file is the paused keys (Config.PauseOnError): a key whose call failed
 // for good is paused by the loop as it handles the call's release, which a
@@ -11,28 +17,42 @@ import "fmt"
 // it costs is one entry here. The loop's handlers for it (pause, notified)
 // follow pauses; the notifier of a paused key's Submits is worker.go's.
 
-// pauses is a loop's paused keys and the error each answers its inputs
-// with, which matches ErrPaused and the failure that paused the key. It is
-// pure bookkeeping: no channels, no clock, no user code. loop: its methods
-// run on the shard's loop goroutine.
+// pauses is a loop's paused keys, each with the error it answers its
+// inputs with, which matches ErrPaused and the failure that paused the key,
+// and when it paused: the ferry's clock then, and the loop's count of pauses,
+// which orders those of one clock reading (see Ferry.Paused). It is pure
+// bookkeeping: no channels, no clock (time comes in), no user code. loop:
+// its methods run on the shard's loop goroutine.
 type pauses[K comparable] struct {
-	keys map[K]error // nil until a key is paused
-	peak int         // most keys since the map was rebuilt: see shrink
+	keys map[K]pausedKey[K] // nil until a key is paused
+	seq  uint64             // pauses so far
+	peak int                // most keys since the map was rebuilt: see shrink
 }
 
-// pause pauses key after its call failed with failure, and returns the
-// error its inputs get. A key paused already keeps its first error.
-func (p *pauses[K]) pause(key K, failure error) error {
-	if err, ok := p.keys[key]; ok {
-		return err
+// pausedKey is one paused key: its error, and when it paused, by the
+// ferry's clock and by its loop's count. It has no methods.
+type pausedKey[K comparable] struct {
+	key K
+	err error
+	at  time.Duration
+	seq uint64
+}
+
+// pause pauses key at now after its call failed with failure, and returns
+// the error its inputs get, and whether this paused it: a key paused
+// already keeps its first error and time.
+func (p *pauses[K]) pause(key K, failure error, now time.Duration) (error, bool) {
+	if pk, ok := p.keys[key]; ok {
+		return pk.err, false
 	}
 	if p.keys == nil {
-		p.keys = make(map[K]error)
+		p.keys = make(map[K]pausedKey[K])
 	}
+	p.seq++
 	err := fmt.Errorf("%w: %w", ErrPaused, failure)
-	p.keys[key] = err
+	p.keys[key] = pausedKey[K]{key: key, err: err, at: now, seq: p.seq}
 	p.peak = max(p.peak, len(p.keys))
-	return err
+	return err, true
 }
 
 // of returns the error of key if it is paused.
@@ -40,8 +60,8 @@ func (p *pauses[K]) of(key K) (error, bool) {
 	if len(p.keys) == 0 { // the common case: one length check
 		return nil, false
 	}
-	err, ok := p.keys[key]
-	return err, ok
+	pk, ok := p.keys[key]
+	return pk.err, ok
 }
 
 // resume lets key's inputs in again, and reports whether it was paused.
@@ -54,6 +74,17 @@ func (p *pauses[K]) resume(key K) bool {
 	return true
 }
 
+// list returns the paused keys in the order they paused, in a new slice
+// (nil if none), which its receiver may keep.
+func (p *pauses[K]) list() []pausedKey[K] {
+	if len(p.keys) == 0 {
+		return nil
+	}
+	ks := slices.Collect(maps.Values(p.keys))
+	slices.SortFunc(ks, func(a, b pausedKey[K]) int { return cmp.Compare(a.seq, b.seq) })
+	return ks
+}
+
 // count is the number of keys paused; none for a nil p.
 func (p *pauses[K]) count() int {
 	if p == nil {
@@ -63,8 +94,8 @@ func (p *pauses[K]) count() int {
 }
 
 // pauseNote is a paused key's notifier in flight: the goroutine that calls
-// the done of the Submits that waited in the key's lane as it was paused
-// (see notifyPaused), and what it owes the Flush round in progress, told by
+// the done of the Submits that waited in the key's lane as it was paused,
+// and OnPause (see notifyPaused), and what it owes the Flush round in progress, told by
 // its opNotified. It has no methods; the loop owns it.
 type pauseNote[K comparable] struct {
 	key K
@@ -73,16 +104,20 @@ type pauseNote[K comparable] struct {
 
 // pause pauses key, whose call failed for good with failure, and answers
 // the inputs waiting in its lane with the key's error: a Do's and a
-// DoMany's here; the Submits' done from a goroutine of their own
-// (notifyPaused), after the key's completions so far and before its next,
-// which the loop waits for as for a worker. What the inputs owed the Flush
-// round in progress is counted as they are answered: at once, or at the
-// notifier's opNotified.
+// DoMany's here; the Submits' done, and OnPause if the key was not paused
+// already, from a goroutine of their own (notifyPaused), after the key's
+// completions so far and before its next, which the loop waits for as for
+// a worker. What the inputs owed the Flush round in progress is counted as
+// they are answered: at once, or at the notifier's opNotified.
 func (l *loop[K, I, O]) pause(key K, failure error) {
-	err := l.paused.pause(key, failure)
+	err, fresh := l.paused.pause(key, failure, l.f.clock())
 	l.refuseWaiting(key, err)
 	l.cleared = l.st.clearLane(key, l.cleared[:0])
-	if len(l.cleared) == 0 {
+	var told error // what OnPause is told: nil, none
+	if fresh && l.f.onPause != nil {
+		told = failure
+	}
+	if len(l.cleared) == 0 && told == nil {
 		return
 	}
 	l.tally.PausedOut += uint64(len(l.cleared))
@@ -101,7 +136,7 @@ func (l *loop[K, I, O]) pause(key K, failure error) {
 	}
 	refuse(l.cleared, err, nil)
 	clear(l.cleared)
-	if len(subs) == 0 {
+	if len(subs) == 0 && told == nil {
 		return
 	}
 	after, fin := l.place(key)
@@ -109,13 +144,21 @@ func (l *loop[K, I, O]) pause(key K, failure error) {
 		l.pausing = make(map[chan struct{}]pauseNote[K])
 	}
 	l.pausing[fin] = pauseNote[K]{key: key, owe: l.rounds.owe(owes)}
-	go notifyPaused(l.s, subs, err, after, fin) // done is user code: off the loop
+	go notifyPaused(l.s, key, subs, err, told, after, fin) // user code: off the loop
+}
+
+// pausedKeys answers a Paused: the keys paused, in the order they paused.
+func (l *loop[K, I, O]) pausedKeys(c chan []pausedKey[K]) {
+	c <- l.paused.list()
 }
 
 // notified counts out a goroutine that called Submits' done: close's, or
 // (fin set) a paused key's, whose completions are over and which pays what
-// it owed the Flush round (see pause).
-func (l *loop[K, I, O]) notified(fin chan struct{}) {
+// it owed the Flush round (see pause); panicked: its OnPause panicked.
+func (l *loop[K, I, O]) notified(fin chan struct{}, panicked bool) {
+	if panicked {
+		l.tally.OnPausePanics++
+	}
 	if fin == nil {
 		l.notify--
 		return

@@ -15,37 +15,63 @@ import (
 
 // A paused key (issue 24, rule 2): PauseOnError, Resume, ErrPaused.
 
-// The pure bookkeeping: a key paused keeps its first error, which matches
-// ErrPaused and the failure; resume forgets it, once; the map is rebuilt
-// once it holds a quarter of its peak. Mutations: pause overwriting the
-// error (the second failure shows); resume reporting true twice.
+// The pure bookkeeping: a key paused keeps its first error and time, and
+// its error matches ErrPaused and the failure; resume forgets it, once; list
+// gives the keys in the order they paused, a key paused again counting from
+// its last pause; the map is rebuilt once it holds a quarter of its peak.
+// Mutations: pause overwriting the error (the second failure shows) or
+// reporting a pause twice; resume reporting true twice; list sorted by key
+// or by time alone (2 before 3, which paused earlier at the same time).
 func TestPauses(t *testing.T) {
 	var p pauses[int]
 	_, ok := p.of(1)
 	assert.False(t, ok, "the zero value pauses nothing")
+	assert.Nil(t, p.list())
 	first, second := errors.New("first"), errors.New("second")
-	err := p.pause(1, first)
+	err, fresh := p.pause(1, first, 5)
+	assert.True(t, fresh)
 	assert.ErrorIs(t, err, ErrPaused)
 	assert.ErrorIs(t, err, first)
-	assert.Same(t, err, p.pause(1, second), "a key paused keeps its first error")
+	again, fresh := p.pause(1, second, 6)
+	assert.Same(t, err, again, "a key paused keeps its first error")
+	assert.False(t, fresh, "once per pause")
 	got, ok := p.of(1)
 	assert.True(t, ok)
 	assert.NotErrorIs(t, got, second)
 	_, ok = p.of(2)
 	assert.False(t, ok)
 	assert.Equal(t, 1, p.count())
+	p.pause(3, first, 7)
+	p.pause(2, first, 7)
+	assert.Equal(t, []int{1, 3, 2}, listed(p.list()))
 	assert.True(t, p.resume(1))
 	assert.False(t, p.resume(1), "resume is a no-op on a key not paused")
-	assert.Zero(t, p.count())
+	p.pause(1, second, 8)
+	ks := p.list()
+	assert.Equal(t, []int{3, 2, 1}, listed(ks), "a key paused again counts from its last pause")
+	assert.Equal(t, time.Duration(8), ks[2].at)
+	assert.Equal(t, 3, p.count())
+	for k := range 3 {
+		p.resume(k + 1)
+	}
 
 	for k := range 4 * shrinkLanes {
-		p.pause(k, first)
+		p.pause(k, first, 0)
 	}
 	for k := range 4*shrinkLanes - 1 {
 		p.resume(k)
 	}
 	assert.Equal(t, 1, p.count())
 	assert.Less(t, p.peak, 4*shrinkLanes, "rebuilt once a quarter of its peak")
+}
+
+// listed is the keys of ks, in order.
+func listed[K comparable](ks []pausedKey[K]) []K {
+	var out []K
+	for _, pk := range ks {
+		out = append(out, pk.key)
+	}
+	return out
 }
 
 // gate is a Call that fails the inputs fail picks and returns only once

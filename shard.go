@@ -17,6 +17,9 @@ type shard[K comparable, I, O any] struct {
 	last   Stats             // written by the loop before done is closed
 	ctx    context.Context   // of batched calls; cancelled with ErrClosed on close
 	cancel context.CancelCauseFunc
+
+	// The keys paused as the loop ended, written before done is closed.
+	lastPaused []pausedKey[K]
 }
 
 // send delivers m to the loop, or reports false once the shard has ended. A
@@ -80,4 +83,18 @@ func await[K comparable, I, O, T any](s *shard[K, I, O], c <-chan T, cancel <-ch
 	case <-cancel:
 		return zero, errCancelled
 	}
+}
+
+// pausedKeys is the keys paused in the shard, in the order they paused,
+// as its loop lists them, or as it ended.
+func (s *shard[K, I, O]) pausedKeys() []pausedKey[K] {
+	c := make(chan []pausedKey[K], 1)
+	if !s.send(msg[K, I, O]{op: opPaused, paused: c}) {
+		return s.lastPaused
+	}
+	ks, err := await(s, c, nil)
+	if err != nil {
+		return s.lastPaused
+	}
+	return ks
 }

@@ -264,18 +264,32 @@ func onBatch[K comparable, I, O any](f *Ferry[K, I, O], b Batch[K]) (panicked bo
 	return false
 }
 
-// notifyPaused calls the done of the Submits ws, which waited in a paused
-// key's lane, with err, in their order, once the key's earlier completions
-// (after, if not nil) are over; then it closes fin, which the key's next
-// completions wait for, and tells the loop. It runs on a goroutine of its
-// own, for the loop, which waits for it.
-func notifyPaused[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O], err error, after, fin chan struct{}) {
+// notifyPaused calls the done of the Submits ws, which waited in key's lane
+// as it paused, with err, in their order, then OnPause with failure if it is
+// not nil, once the key's earlier completions (after, if not nil) are over;
+// then it closes fin, which the key's next completions wait for, and tells
+// the loop. It runs on a goroutine of its own, for the loop, which waits for
+// it.
+func notifyPaused[K comparable, I, O any](s *shard[K, I, O], key K, ws []*waiter[K, I, O], err, failure error, after, fin chan struct{}) {
 	if after != nil {
 		<-after
 	}
 	for _, w := range ws {
 		callDone(s, w, result[O]{err: err})
 	}
+	panicked := failure != nil && onPause(s.f, key, failure)
 	close(fin)
-	s.send(msg[K, I, O]{op: opNotified, fin: fin})
+	s.send(msg[K, I, O]{op: opNotified, fin: fin, panicked: panicked})
+}
+
+// onPause calls Config.OnPause with key and the failure that paused it,
+// recovering a panic, and reports whether it panicked, for Stats.
+func onPause[K comparable, I, O any](f *Ferry[K, I, O], key K, failure error) (panicked bool) {
+	defer func() {
+		if recover() != nil {
+			panicked = true
+		}
+	}()
+	f.onPause(key, failure)
+	return false
 }
