@@ -8,9 +8,9 @@ import (
 // This file is the loop's side of the callers who give up: a Do's drop of
 // its input, which still waits (dropped) or which a call took (kept); then,
 // with CancelAbandoned, the count of a batch's callers left, and its call
-// cancelled once none is; with Retry, the inputs a retry leaves out. The
-// callers' side is do.go's and many.go's abandon (a DoMany's drop is in
-// parts.go).
+// cancelled once none is, parked or not; with Retry, the inputs a retry
+// leaves out (see takeParked). The callers' side is do.go's and many.go's
+// abandon (a DoMany's drop is in parts.go).
 
 // inFlight is the ticket of an input in batch n, taken by worker id, with
 // CancelAbandoned: once taken an input's ticket is the loop's, and this one
@@ -18,36 +18,22 @@ import (
 func inFlight(id int, n uint64) ticket { return ticket{rank: int64(id), seq: 1<<63 | n} }
 
 // gaveUp counts down the batch in flight that holds w, whose caller has given
-// up, and cancels its call once no caller is left, with CancelAbandoned. w
-// may be in no batch, or in one that is over.
-func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O]) {
-	w.gone = true // not retried: see retryWanted
+// up, and cancels its call once no caller is left, with CancelAbandoned; a
+// parked batch is then due at once (see abandonParked). w may be in no
+// batch, or in one that is over.
+func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O], now time.Duration) {
+	w.gone = true // not retried: see takeParked
 	if w.tk.seq < 1<<63 {
 		return // not flying: still waiting, or CancelAbandoned is off
 	}
 	wk := l.slots.workers[w.tk.rank]
 	if wk == nil || wk.tag != w.tk.seq {
-		return // its batch is over (and its worker given back)
+		l.abandonParked(w.key, w.tk.seq, now)
+		return // parked, or its batch is over (and its worker given back)
 	}
 	if wk.live--; wk.live == 0 {
 		wk.cancel(ErrAbandoned) // only the ferry's contexts: no user code
 	}
-}
-
-// retryWanted answers a worker about to retry its batch: of the batch's
-// indexes it asks about, it keeps those whose callers still wait, in order,
-// leaving out the inputs whose callers gave up since the call took them.
-func (l *loop[K, I, O]) retryWanted(m msg[K, I, O]) {
-	batch, a := l.slots.workers[m.worker].buf, m.ask
-	n := 0
-	for _, i := range a.idx {
-		if !batch[i].gone {
-			a.idx[n] = i
-			n++
-		}
-	}
-	a.idx = a.idx[:n]
-	a.c <- struct{}{}
 }
 
 // watch gives the batch that worker wk, id, takes a context of its own,
@@ -77,7 +63,7 @@ func (l *loop[K, I, O]) drop(w *waiter[K, I, O], now time.Duration) {
 		l.replyAfterLend(later[K, I, O]{c: w.c, r: result[O]{err: errDropped}}) // w.c is empty: it had no answer
 		return
 	}
-	l.gaveUp(w)
+	l.gaveUp(w, now)
 	select {
 	case w.c <- result[O]{err: errKept}:
 	default: // w.c holds its answer, which says enough

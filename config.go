@@ -228,6 +228,10 @@ type Stats struct {
 	// OnPausePanics is, since New, the OnPause calls that panicked
 	// (recovered and dropped).
 	OnPausePanics uint64
+	// Parked is the number of keys whose failed batch waits out a backoff
+	// now (Config.Retry): parked, holding no worker, or due and not yet
+	// taken up again. Their inputs are in Busy's sense in flight, not Queued.
+	Parked int
 	// WaitingForRoom is the number of inputs waiting for room now
 	// (Config.WaitForRoom): not admitted, and not in Queued.
 	WaitingForRoom int

@@ -61,7 +61,7 @@ func fuzzLimits(r *bytes) limits {
 
 // checkState verifies the core's invariants by walking all of it.
 func checkState[K comparable, E any](s *state[K, E]) error {
-	queued, busy, nready := 0, 0, 0
+	queued, busy, nready, conts, parked := 0, 0, 0, 0, 0
 	var weight int64
 	for k, l := range s.lanes {
 		if l.key != k {
@@ -93,15 +93,32 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 		}
 		queued += n
 		weight += w
+		if l.held {
+			conts++
+		}
 		switch l.phase {
 		case phaseBusy:
 			busy++
+			if l.held {
+				return fmt.Errorf("lane %v: busy and holding a continuation", k)
+			}
 		case phaseReady:
 			nready++
-			if n == 0 {
+			if n == 0 && !l.held {
 				return fmt.Errorf("lane %v: ready and empty", k)
 			}
+		case phaseParked:
+			parked++
+			if !l.held {
+				return fmt.Errorf("lane %v: parked with no continuation", k)
+			}
+			if r, ok := s.parks.Get(waitRef[K, E]{due: l.due, seq: l.ref}); !ok || r.l != l {
+				return fmt.Errorf("lane %v: parked but not in the parks tree", k)
+			}
 		case phaseWaiting:
+			if l.held {
+				return fmt.Errorf("lane %v: waiting and holding a continuation", k)
+			}
 			if n == 0 {
 				return fmt.Errorf("lane %v: waiting and empty", k)
 			}
@@ -118,9 +135,25 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 			return fmt.Errorf("lane %v: empty and idle, yet kept", k)
 		}
 	}
-	if queued != s.queued || weight != s.weight || busy != s.busy || nready != s.nready {
-		return fmt.Errorf("totals queued=%d weight=%d busy=%d ready=%d, lanes sum to %d %d %d %d",
-			s.queued, s.weight, s.busy, s.nready, queued, weight, busy, nready)
+	if queued != s.queued || weight != s.weight || busy != s.busy || nready != s.nready || conts != s.conts {
+		return fmt.Errorf("totals queued=%d weight=%d busy=%d ready=%d conts=%d, lanes sum to %d %d %d %d %d",
+			s.queued, s.weight, s.busy, s.nready, s.conts, queued, weight, busy, nready, conts)
+	}
+	if s.parks.Len() != parked {
+		return fmt.Errorf("parks tree holds %d refs, %d lanes parked", s.parks.Len(), parked)
+	}
+	var perr error
+	s.parks.Ascend(func(r waitRef[K, E]) bool {
+		if r.l.phase != phaseParked || r.l.ref != r.seq || r.l.due != r.due || s.lanes[r.l.key] != r.l {
+			perr = fmt.Errorf("parks tree holds a lane that is not parked")
+		}
+		return perr == nil
+	})
+	if perr != nil {
+		return perr
+	}
+	if s.closed && parked > 0 {
+		return fmt.Errorf("%d lanes parked after drain", parked)
 	}
 	waitingLanes := 0
 	var err error
@@ -171,13 +204,15 @@ func runState(t *testing.T, data []byte) {
 	m := &model{lim: lim}
 	keys := []string{"a", "b", "c", "d"}
 	var entries []fuzzEntry
-	var busy []string // keys with a call in flight, in the order they became busy
+	var busy []string         // keys with a call in flight, in the order they became busy
+	conts := map[string]int{} // keys holding a continuation: its entry
+	nconts := 0
 	var buf []int
 	var holds []held // DoManys over several rooms, holding room in this one
 	step := 0
 	for r.more() && step < 400 {
 		step++
-		op := r.next() % 10
+		op := r.next() % 12
 		what := ""
 		switch op {
 		case 0, 1, 2: // admit
@@ -218,8 +253,18 @@ func runState(t *testing.T, data []byte) {
 				if slices.Contains(busy, key) {
 					t.Fatalf("step %d: took %s while it was busy", step, key)
 				}
-				if err := checkBatch(lim, entries, batch); err != nil {
-					t.Fatalf("step %d: %s: %v", step, what, err)
+				c, held := conts[key]
+				switch {
+				case held && (len(batch) != 1 || batch[0] != c):
+					t.Fatalf("step %d: %s, but %s holds continuation %d", step, what, key, c)
+				case held:
+					delete(conts, key)
+				case slices.ContainsFunc(batch, func(e int) bool { return e >= contBase }):
+					t.Fatalf("step %d: %s: a continuation that no lane held", step, what)
+				default:
+					if err := checkBatch(lim, entries, batch); err != nil {
+						t.Fatalf("step %d: %s: %v", step, what, err)
+					}
 				}
 				busy = append(busy, key)
 			}
@@ -243,6 +288,27 @@ func runState(t *testing.T, data []byte) {
 			what = fmt.Sprintf("drop %d = %v", e, ok)
 			if ok != mok || ok && got != e {
 				t.Fatalf("step %d: %s (entry %d), model says %v", step, what, got, mok)
+			}
+		case 10: // a failed call parks its key with its continuation, for an extreme backoff too
+			if len(busy) == 0 {
+				continue
+			}
+			i := r.next() % len(busy)
+			key := busy[i]
+			busy = slices.Delete(busy, i, i+1)
+			d := backoffOf(r.next())
+			c := contBase + nconts
+			nconts++
+			conts[key] = c
+			s.park(key, c, d, now)
+			m.park(key, c, d, now)
+			what = fmt.Sprintf("park %s %d for %v", key, c, d)
+		case 11: // Resume
+			key := keys[r.next()%len(keys)]
+			got, want := s.unpark(key, now), m.unpark(key, now)
+			what = fmt.Sprintf("unpark %s = %v", key, got)
+			if got != want {
+				t.Fatalf("step %d: %s, model says %v", step, what, want)
 			}
 		case 7, 8: // time passes
 			now += time.Duration(r.next()%8) * time.Millisecond
@@ -316,7 +382,7 @@ func runState(t *testing.T, data []byte) {
 			t.Fatalf("step %d after %s: %v", step, what, err)
 		}
 		q, w, b, n := s.queued, s.weight, s.busy, len(s.lanes)
-		if q != m.queued || w != m.weight || b != m.busy || n != len(m.lanes) || s.held != m.held || s.heldWeight != m.heldWeight {
+		if q != m.queued || w != m.weight || b != m.busy || n != len(m.lanes) || s.held != m.held || s.heldWeight != m.heldWeight || s.conts != m.conts || s.conts != len(conts) {
 			t.Fatalf("step %d after %s: queued %d weight %d busy %d lanes %d, model %d %d %d %d",
 				step, what, q, w, b, n, m.queued, m.weight, m.busy, len(m.lanes))
 		}
@@ -406,9 +472,21 @@ func checkBatch(lim limits, entries []fuzzEntry, batch []int) error {
 	return nil
 }
 
+// contBase is the first continuation's entry in runState: above every input's.
+const contBase = 1 << 20
+
+// backoffOf decodes a backoff: mostly a few ms, zero or negative (ready at
+// once), sometimes an extreme, where now+d saturates.
+func backoffOf(v int) time.Duration {
+	if v >= 200 {
+		return []time.Duration{math.MinInt64, 0, 1, 1 << 62, math.MaxInt64 - 1, math.MaxInt64}[v%6]
+	}
+	return time.Duration(v%12-2) * time.Millisecond
+}
+
 func (m *model) anyDue(now time.Duration) bool {
 	for _, l := range m.lanes {
-		if l.waiting && l.due <= now {
+		if (l.waiting || l.parked) && l.due <= now {
 			return true
 		}
 	}
@@ -441,6 +519,11 @@ var stateSeeds = [][]byte{
 	// drop the oldest input of a waiting lane: its deadline moves
 	{5, 0, 8, 0, 0, 2, 0, 0, 1, 0, 2, 7, 2, 0, 0, 1, 0, 0, 6, 0, 7, 3, 7, 3, 3},
 	admitDropCycles(40),
+	// batch 2, no delay: a call parks for 3ms; an input joins behind; the park ends; then its items
+	{1, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 3, 10, 0, 5, 0, 0, 0, 0, 0, 3, 7, 3, 3, 5, 0, 3, 5, 0},
+	// parks of MaxInt64 and 1<<62, an unpark, a drain with a park, then the continuation
+	{2, 0, 8, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 3, 3, 10, 0, 209, 10, 0, 207, 0, 0, 1, 0, 0,
+		11, 0, 3, 5, 0, 9, 1, 3, 10, 0, 204, 9, 0, 3, 5, 0},
 }
 
 // admitDropCycles is a seed of n rounds of admitting an input to a ready lane

@@ -14,7 +14,8 @@ import (
 // loop.go holds the loop's struct, its wake-up (run, receive), its dispatch
 // table (handle), admission, release, dispatch and close. The loop's
 // handlers for a feature live beside that feature's pure type: wait.go
-// (waiting for room), pause.go (paused keys), rounds.go (Flush), parts.go (a
+// (waiting for room), pause.go (paused keys), park.go (batches parked for a
+// retry), rounds.go (Flush), parts.go (a
 // DoMany's parts), direct.go (direct calls and the order of completions) and
 // abandoned.go (callers who give up: drops, and batches abandoned).
 
@@ -41,6 +42,9 @@ type loop[K comparable, I, O any] struct {
 	waitSubs map[chan result[O]]*waiter[K, I, O] // the Submits among them, by their word's channel: see leave
 	wpeak    int                                 // most waitSubs since the map was rebuilt; see shrink
 	left     []waitEntry[K, I, O]                // admissions out of the line at once, as the key is paused or the ferry closes
+
+	parks map[K]*parkedBatch[K, I, O] // the batches parked for a retry, by key: see park.go
+	ppeak int                         // most parks since the map was rebuilt; see shrink
 
 	paused  pauses[K]                      // the keys paused, with PauseOnError: see pause.go
 	pausing map[chan struct{}]pauseNote[K] // paused keys' notifiers in flight, by the fin each closes
@@ -186,9 +190,10 @@ func (l *loop[K, I, O]) outPending() bool {
 }
 
 // now is the time since the ferry's origin (its clock), read only when
-// deadlines exist: with zero delay the core never looks at it, and it is 0.
+// deadlines exist: with zero delay and no lane parked the core never looks
+// at it, and it is 0.
 func (l *loop[K, I, O]) now() time.Duration {
-	if l.lim.delay == 0 {
+	if l.lim.delay == 0 && !l.st.parked() {
 		return 0
 	}
 	return l.f.clock()
@@ -211,8 +216,8 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		l.release(m, now)
 	case opIdle:
 		l.idleWorker(int(m.worker))
-	case opRetry:
-		l.retryWanted(m)
+	case opPark:
+		l.park(m)
 	case opReported:
 		l.reported(m.w, m.panicked)
 	case opNotified:
@@ -236,7 +241,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	case opShutdown:
 		l.shutdown()
 	case opResume:
-		l.paused.resume(m.key)
+		l.resume(m.key, now)
 	case opBorrowWait:
 		l.borrowWait(m.g, m.part)
 	case opLeave:
@@ -427,6 +432,9 @@ func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	// or a slot, which wake the loop anyway; a due lane must not keep the
 	// alarm ringing meanwhile.
 	t, ok := st.earliest()
+	if ok {
+		now = l.timeNow(now) // a lane parked in this wake-up, with no delay
+	}
 	l.alarm.arm(t, ok && l.slots.mayTake(), now)
 }
 
@@ -442,6 +450,11 @@ func (l *loop[K, I, O]) take(now time.Duration) bool {
 		}
 		wk := l.slots.workers[id]
 		key, batch, _ := st.take(now, wk.buf[:0])
+		if pb := batch[0].pb; pb != nil { // a parked batch, due
+			clear(batch)
+			l.takeParked(id, wk, key, pb)
+			continue
+		}
 		wk.buf, wk.idle, wk.owe = batch, false, owed{}
 		l.tally.Batches++
 		l.tally.Taken += uint64(len(batch))
@@ -513,7 +526,7 @@ func (l *loop[K, I, O]) end() bool {
 		l.close()
 		l.sendOut()
 	}
-	if !l.closing || st.busy > 0 || l.notify > 0 || l.chains > 0 || len(l.pausing) > 0 || l.slots.busy() > 0 || len(l.reports) > 0 {
+	if !l.closing || st.busy > 0 || st.conts > 0 || l.notify > 0 || l.chains > 0 || len(l.pausing) > 0 || l.slots.busy() > 0 || len(l.reports) > 0 {
 		return false
 	}
 	if !l.stopped {
@@ -553,6 +566,7 @@ func (l *loop[K, I, O]) stats() Stats {
 	st, t := l.st, l.tally
 	t.Queued, t.Weight, t.Busy, t.Lanes = st.queued, st.weight, st.busy, len(st.lanes)
 	t.Paused = l.paused.count()
+	t.Parked = st.conts
 	t.WaitingForRoom = l.waits.inputs()
 	t.Waiting = t.WaitingForRoom // the deprecated name
 	return t

@@ -33,8 +33,8 @@ const (
 	opFlush                     // from Flush: its answer goes on m.flushed
 	opClose                     // from Close
 	opShutdown                  // from Shutdown
-	opRetry                     // from worker m.worker, before a retry: which of the inputs on m.ask still have a caller
-	opResume                    // from Resume: m.key is no longer paused
+	opPark                      // from worker m.worker: m.key's call failed, m.park is to be retried after its backoff; the worker is free
+	opResume                    // from Resume: m.key is no longer paused, nor parked
 	opBorrowWait                // from DoMany over several shards, with WaitForRoom: wait for the room of all of m.g, then grant it (word on part m.part's channel)
 	opPaused                    // from Paused: reply on m.paused
 	opLeave                     // from a Submit (m.word) or a DoMany (part m.part of m.g) whose ctx ended while it waited for room: see loop.leave
@@ -50,7 +50,7 @@ type msg[K comparable, I, O any] struct {
 	panicked bool             // opReported: the direct call's OnBatch panicked; opNotified: OnPause panicked
 	worker   int32            // opRelease, opIdle: the worker, or byCaller
 	part     int32            // opAdmitMany, opHold, opUnhold, opDropMany, opBorrowWait, opLeave: the part of m.g
-	key      K                // opRelease, opResume
+	key      K                // opRelease, opResume, opPark
 	fail     error            // opRelease, with PauseOnError: the call failed for good with it, which pauses m.key
 	fin      chan struct{}    // opNotified from a paused key's notifier: the completions it ran, over
 	w        *waiter[K, I, O] // opAdmit, opDrop: the input; opRelease byCaller, opReported: the direct call's input, set on the release if an opReported is to come
@@ -60,16 +60,7 @@ type msg[K comparable, I, O any] struct {
 	paused   chan []pausedKey[K]     // opPaused: the reply, capacity 1
 	cancel   context.CancelCauseFunc // opStart: how close cancels the direct call
 	flushed  chan error              // opFlush: its answer, capacity 1
-	ask      *ask                    // opRetry: the question, and where the answer goes
-}
-
-// ask is a worker's question to its loop before a retry (opRetry): idx, the
-// batch's indexes of the inputs to try again, which the loop cuts to those
-// whose callers still wait, in order, before its word on c (capacity 1). It
-// has no methods: the worker writes it, then the loop, then the worker reads.
-type ask struct {
-	idx []int
-	c   chan struct{}
+	park     *parkedBatch[K, I, O]   // opPark: the batch, with its attempts so far
 }
 
 // result is an answer to a waiter, sent on its channel, which is buffered 1.
@@ -107,6 +98,7 @@ type job[K comparable, I, O any] struct {
 	// batch's, to wait for before them (nil: none), and this one's, to close
 	// after them (see loop.completing).
 	after, fin chan struct{}
+	park       *parkedBatch[K, I, O] // a parked batch's next attempt: see park.go
 }
 
 // countdown is a latch: the count of a DoMany's inputs not yet answered, in

@@ -1,6 +1,7 @@
 package ferry
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/big"
@@ -17,7 +18,8 @@ type model struct {
 	queued       int
 	weight       int64
 	busy         int
-	wseq         int // order in which lanes started waiting
+	conts        int // lanes holding a continuation
+	wseq         int // order in which lanes started waiting or were parked
 	aseq         int // arrival order
 	closed       bool
 	shuttingDown bool
@@ -38,6 +40,9 @@ type mlane struct {
 	items    []mitem // ascending rank, ties in arrival order
 	busy     bool
 	waiting  bool
+	parked   bool // until due, holding cont
+	held     bool // holds cont: parked, or ready to hand it out first
+	cont     int
 	due      time.Duration
 	waitedAt int
 }
@@ -119,7 +124,7 @@ func (m *model) deadline(l *mlane) time.Duration {
 func (m *model) isReady(l *mlane) bool { return slices.Contains(m.ready, l.key) }
 
 func (m *model) toReady(l *mlane) {
-	l.waiting = false
+	l.waiting, l.parked = false, false
 	m.ready = append(m.ready, l.key)
 }
 
@@ -241,11 +246,14 @@ func (m *model) enter(key string, weight, rank int64, at, now time.Duration, e i
 	}
 }
 
-func (m *model) promote(now time.Duration) {
+// promote: parked lanes too, in one deadline order with the waiting ones.
+func (m *model) promote(now time.Duration) { m.promoteAll(now, true) }
+
+func (m *model) promoteAll(now time.Duration, parked bool) {
 	for {
 		var first *mlane
 		for _, l := range m.lanes {
-			if l.waiting && l.due <= now &&
+			if (l.waiting || parked && l.parked) && l.due <= now &&
 				(first == nil || l.due < first.due || l.due == first.due && l.waitedAt < first.waitedAt) {
 				first = l
 			}
@@ -266,6 +274,11 @@ func (m *model) take(now time.Duration) (string, []int, bool) {
 	m.ready = m.ready[1:]
 	l.busy = true
 	m.busy++
+	if l.held { // the continuation alone, first
+		l.held = false
+		m.conts--
+		return l.key, []int{l.cont}, true
+	}
 	n := m.prefix(l)
 	var batch []int
 	for _, it := range l.items[:n] {
@@ -305,11 +318,11 @@ func (m *model) drop(key string, e int, now time.Duration) bool {
 	m.weight -= l.items[i].weight
 	l.items = slices.Delete(l.items, i, i+1)
 	switch {
-	case len(l.items) == 0 && !l.busy:
+	case len(l.items) == 0 && !l.busy && !l.held:
 		m.remove(l)
 	case l.waiting:
 		l.due = m.deadline(l)
-	case m.isReady(l) && m.lim.delay > 0 && !m.shuttingDown && !m.full(l) && m.deadline(l) > now:
+	case m.isReady(l) && !l.held && m.lim.delay > 0 && !m.shuttingDown && !m.full(l) && m.deadline(l) > now:
 		m.ready = slices.DeleteFunc(m.ready, func(k string) bool { return k == l.key })
 		m.wait(l) // ready only because it was full: back to waiting
 	}
@@ -329,7 +342,7 @@ func (m *model) clearLane(key string) []int {
 		m.weight -= it.weight
 	}
 	l.items = nil
-	if !l.busy {
+	if !l.busy && !l.held {
 		m.remove(l)
 	}
 	return out
@@ -337,38 +350,96 @@ func (m *model) clearLane(key string) []int {
 
 func (m *model) drain() []int {
 	m.closed = true
+	var ready []string // lanes with a continuation: the ready ones in line, then the parked by deadline
+	for _, k := range m.ready {
+		if m.lane(k).held {
+			ready = append(ready, k)
+		}
+	}
+	var parked []*mlane
+	for _, l := range m.lanes {
+		if l.parked {
+			parked = append(parked, l)
+		}
+	}
+	slices.SortFunc(parked, func(a, b *mlane) int {
+		if a.due != b.due {
+			return cmp.Compare(a.due, b.due)
+		}
+		return a.waitedAt - b.waitedAt
+	})
+	for _, l := range parked {
+		l.parked = false
+		ready = append(ready, l.key)
+	}
 	var all []mitem
 	for _, l := range m.lanes {
 		all = append(all, l.items...)
 		l.items = nil
+		l.waiting = false
 	}
 	slices.SortFunc(all, func(a, b mitem) int { return a.arrival - b.arrival })
 	var out []int
 	for _, it := range all {
 		out = append(out, it.entry)
 	}
-	m.lanes = slices.DeleteFunc(m.lanes, func(l *mlane) bool { return !l.busy })
-	m.ready = nil
+	m.lanes = slices.DeleteFunc(m.lanes, func(l *mlane) bool { return !l.busy && !l.held })
+	m.ready = ready
 	m.queued, m.weight = 0, 0
 	return out
 }
 
+// park: key's call failed and is to be retried after d; its continuation c
+// waits in its lane until now+d, exactly (saturated), or at once.
+func (m *model) park(key string, c int, d, now time.Duration) {
+	l := m.lane(key)
+	if l == nil || !l.busy {
+		panic(fmt.Sprintf("model: park of %q, not busy", key))
+	}
+	l.busy, l.held, l.cont = false, true, c
+	m.busy--
+	m.conts++
+	m.promote(now)
+	if d <= 0 || m.closed {
+		m.toReady(l)
+		return
+	}
+	l.due = math.MaxInt64
+	if bigSum(int64(now), int64(d)).Cmp(big.NewInt(math.MaxInt64)) < 0 {
+		l.due = now + d
+	}
+	l.parked, l.waitedAt = true, m.wseq
+	m.wseq++
+}
+
+// unpark: a parked lane is ready now, after those due.
+func (m *model) unpark(key string, now time.Duration) bool {
+	l := m.lane(key)
+	if l == nil || !l.parked {
+		return false
+	}
+	l.parked = false
+	m.promote(now)
+	m.toReady(l)
+	return true
+}
+
 func (m *model) shutdown() {
 	m.shuttingDown = true
-	m.promote(math.MaxInt64) // every waiting lane, in deadline order
+	m.promoteAll(math.MaxInt64, false) // every waiting lane, in deadline order; parks stay
 }
 
 // flush: every input waiting now is due now, and stays due when its lane
-// is placed again.
+// is placed again. Parks stay.
 func (m *model) flush() {
 	m.flushed = m.aseq
-	m.promote(math.MaxInt64)
+	m.promoteAll(math.MaxInt64, false)
 }
 
 func (m *model) earliest() (time.Duration, bool) {
 	var first *mlane
 	for _, l := range m.lanes {
-		if l.waiting && (first == nil || l.due < first.due || l.due == first.due && l.waitedAt < first.waitedAt) {
+		if (l.waiting || l.parked) && (first == nil || l.due < first.due || l.due == first.due && l.waitedAt < first.waitedAt) {
 			first = l
 		}
 	}

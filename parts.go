@@ -123,7 +123,7 @@ func (l *loop[K, I, O]) dropPart(g *group[K, I, O], i int32, now time.Duration) 
 			w.dropped = true
 			l.rounds.countIf(w.tk.seq <= l.rounds.seq())
 		default:
-			l.gaveUp(w)
+			l.gaveUp(w, now)
 		}
 	}
 	l.replyAfterLend(later[K, I, O]{p: p})

@@ -5,19 +5,20 @@ import (
 	"time"
 )
 
-// This file is the retries of a failed call (Config.Retry): a worker's, on
-// its key, which it holds until the last attempt is over, and a direct
-// call's, on its caller's goroutine. Between attempts the worker asks its
-// loop which inputs still have a caller (opRetry); the answers are given
-// once, at the end, and OnBatch is told of every attempt then.
+// This file is the retries of a failed call (Config.Retry): a batch's, which
+// its worker hands back to its loop between attempts (a parked batch, see
+// park.go), so that a backoff holds no worker; and a direct call's, on its
+// caller's goroutine. The answers are given once, at the end of the last
+// attempt, and OnBatch is told of every attempt then.
 
-// retries is a worker's state across the attempts of one batch. worker: its
-// methods run on the worker goroutine that holds it, and on no other.
+// retries is a worker's state across the attempts of the batch it runs: the
+// first attempt's, or a parked batch's, loaded as its worker takes it up.
+// worker: its methods run on the worker goroutine that holds it, and on no
+// other.
 type retries[K comparable, I, O any] struct {
 	outs    []O           // every input's answer so far, by its index in the batch
 	errs    Errors        // beside outs
 	idx     []int         // the batch's indexes of the inputs of the attempt
-	ask     *ask          // to ask the loop which of idx still have a caller; made once
 	bs      []Batch[K]    // with OnBatch: the reports of the attempts so far
 	attempt int           // the attempt last over; 0: not retrying
 	start   time.Duration // of the attempt in flight, by clock, with OnBatch
@@ -25,12 +26,10 @@ type retries[K comparable, I, O any] struct {
 	ctxs []context.Context // with KeepContexts: the callers' contexts of the call in flight; the worker's buffer, reused across batches
 }
 
-// run retries j's batch, whose first call failed with outs, errs and all (b
-// its report, with OnBatch), while Retry says so and some input still failed
-// and still has a caller. running is set while a call runs, as work's is.
-// It returns ins, the buffer it used, and the batch's answers, as outs
-// beside an Errors.
-func (r *retries[K, I, O]) run(f *Ferry[K, I, O], j job[K, I, O], ins []I, outs []O, errs Errors, all error, b Batch[K], running *bool) ([]I, []O, Errors) {
+// first starts the retries of j's batch, whose first call failed with outs,
+// errs and all (b its report, with OnBatch), and reports whether to park it
+// for a retry after d: see settle.
+func (r *retries[K, I, O]) first(f *Ferry[K, I, O], j job[K, I, O], outs []O, errs Errors, all error, b Batch[K]) (d time.Duration, retry bool) {
 	n := len(j.batch)
 	r.outs, r.errs = make([]O, n), make(Errors, n)
 	r.idx = r.idx[:0]
@@ -38,61 +37,82 @@ func (r *retries[K, I, O]) run(f *Ferry[K, I, O], j job[K, I, O], ins []I, outs 
 		r.idx = append(r.idx, i)
 	}
 	r.bs = r.bs[:0]
-	for r.attempt = 1; ; r.attempt++ {
-		err := failure(errs, all)
-		if f.onBatch != nil {
-			b.Err, b.Attempt = err, r.attempt
-			r.bs = append(r.bs, b)
-		}
-		failed := r.idx[:0] // in place: never past the index read
-		for k, i := range r.idx {
-			p := pick(outs, errs, all, k)
-			r.outs[i], r.errs[i] = p.out, p.err
-			if p.err != nil {
-				failed = append(failed, i)
-			}
-		}
-		r.idx = failed
-		if len(failed) == 0 || j.ctx.Err() != nil {
-			break
-		}
-		d, ok := askRetry(f, j.key, r.attempt, err)
-		if !ok {
-			break
-		}
-		if !backoff(d, j.ctx.Done()) { // closed, or abandoned
-			r.blame(context.Cause(j.ctx))
-			break
-		}
-		if r.ask == nil {
-			r.ask = &ask{c: make(chan struct{}, 1)}
-		}
-		r.ask.idx = r.idx
-		if j.s.send(msg[K, I, O]{op: opRetry, worker: j.id, ask: r.ask}) {
-			<-r.ask.c // the loop waits for this worker: it ends only after
-		}
-		if r.idx, r.ask.idx = r.ask.idx, nil; len(r.idx) == 0 {
-			break
-		}
-		ins = ins[:0]
-		for _, i := range r.idx {
-			ins = append(ins, j.batch[i].in[0])
-		}
-		if f.onBatch != nil {
-			r.start = f.clock()
-		}
-		ctx := j.ctx
-		if f.keep {
-			ctx, r.ctxs = withCallers(j.ctx, j.batch, r.idx, r.attempt+1, r.ctxs)
-		}
-		*running = true
-		outs, errs, all = invoke(ctx, f, j.key, ins)
-		*running = false
-		if f.onBatch != nil {
-			b = reportOf(f, j.key, j.batch, r.idx, r.start)
+	r.attempt = 0
+	return r.settle(f, j, outs, errs, all, b)
+}
+
+// again takes up pb, j's parked batch, and tries its inputs still to retry
+// again, unless j's context ended (Close, or every caller gave up with
+// CancelAbandoned: their errors then match the cause) or no caller of them
+// is left (the loop left those out as it took pb). running is set while the
+// call runs, as work's is. It returns ins, the buffer it used, and whether
+// to park the batch again after d: see settle.
+func (r *retries[K, I, O]) again(f *Ferry[K, I, O], j job[K, I, O], ins []I, running *bool) (_ []I, d time.Duration, retry bool) {
+	pb := j.park
+	r.outs, r.errs, r.idx, r.bs, r.attempt = pb.outs, pb.errs, pb.idx, pb.bs, pb.attempt
+	if j.ctx.Err() != nil {
+		r.blame(context.Cause(j.ctx))
+		return ins, 0, false
+	}
+	if len(r.idx) == 0 {
+		return ins, 0, false
+	}
+	ins = ins[:0]
+	for _, i := range r.idx {
+		ins = append(ins, j.batch[i].in[0])
+	}
+	if f.onBatch != nil {
+		r.start = f.clock()
+	}
+	ctx := j.ctx
+	if f.keep {
+		ctx, r.ctxs = withCallers(j.ctx, j.batch, r.idx, r.attempt+1, r.ctxs)
+	}
+	*running = true
+	outs, errs, all := invoke(ctx, f, j.key, ins)
+	*running = false
+	var b Batch[K]
+	if f.onBatch != nil {
+		b = reportOf(f, j.key, j.batch, r.idx, r.start)
+	}
+	d, retry = r.settle(f, j, outs, errs, all, b)
+	return ins, d, retry
+}
+
+// settle records the verdict of the attempt that ended (outs, errs and all
+// for the inputs idx; b its report, with OnBatch), and reports whether to
+// retry after d: some input still failed, j's context holds, and Retry says so.
+func (r *retries[K, I, O]) settle(f *Ferry[K, I, O], j job[K, I, O], outs []O, errs Errors, all error, b Batch[K]) (d time.Duration, retry bool) {
+	r.attempt++
+	err := failure(errs, all)
+	if f.onBatch != nil {
+		b.Err, b.Attempt = err, r.attempt
+		r.bs = append(r.bs, b)
+	}
+	failed := r.idx[:0] // in place: never past the index read
+	for k, i := range r.idx {
+		p := pick(outs, errs, all, k)
+		r.outs[i], r.errs[i] = p.out, p.err
+		if p.err != nil {
+			failed = append(failed, i)
 		}
 	}
-	return ins, r.outs, r.errs
+	r.idx = failed
+	if len(failed) == 0 || j.ctx.Err() != nil {
+		return 0, false
+	}
+	return askRetry(f, j.key, r.attempt, err)
+}
+
+// park hands j's batch back to its loop, to retry its failed inputs after
+// d (opPark): the worker is idle once it is sent. The batch's state goes
+// with it: r keeps none of it.
+func (r *retries[K, I, O]) park(j job[K, I, O], d time.Duration) {
+	pb := &parkedBatch[K, I, O]{batch: j.batch, ctx: j.ctx, after: j.after, fin: j.fin, d: d,
+		outs: r.outs, errs: r.errs, idx: r.idx, bs: r.bs, attempt: r.attempt}
+	pb.w = &waiter[K, I, O]{pb: pb}
+	r.outs, r.errs, r.idx, r.bs, r.attempt = nil, nil, nil, nil, 0
+	j.s.send(msg[K, I, O]{op: opPark, key: j.key, worker: j.id, park: pb})
 }
 
 // blame makes the errors of the inputs still to retry match cause, if the

@@ -125,7 +125,8 @@ func (l *loop[K, I, O]) flush(reply chan error) {
 }
 
 // startRound starts a round for the Flushes waiting: every input waiting is due
-// now, and it waits for those, for the direct calls in flight and their
+// now, and it waits for those, for the parked batches (their backoff is not
+// cut short), for the direct calls in flight and their
 // OnBatch (their reports: those released already, and those in flight, at
 // their report rather than their release), for Submits' done in flight, and
 // for every worker busy with a batch: its opIdle comes once it
@@ -133,7 +134,7 @@ func (l *loop[K, I, O]) flush(reply chan error) {
 // No busy worker owes an older round anything: a round ends only once all it
 // was owed has come, and close, which ends one early, starts no other.
 func (l *loop[K, I, O]) startRound() {
-	left := l.st.queued + len(l.directs) + len(l.reports) + l.notify + len(l.pausing)
+	left := l.st.queued + len(l.directs) + len(l.reports) + l.notify + len(l.pausing) + len(l.parks)
 	for _, wk := range l.slots.workers {
 		if wk != nil && !wk.idle {
 			left++
@@ -149,6 +150,7 @@ func (l *loop[K, I, O]) startRound() {
 		pn.owe = l.rounds.owe(1)
 		l.pausing[fin] = pn
 	}
+	l.oweParked()
 	l.st.flush()
 }
 

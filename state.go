@@ -34,6 +34,16 @@ import (
 // when that is 0, so every lane's total and every batch's fits an int64.
 // Deadlines saturate: a submission time plus the delay that passes MaxInt64 ns
 // after the origin is due at MaxInt64 ns (about 292 years: never, in effect).
+//
+// A lane may hold a continuation: one opaque entry, a batch whose call failed
+// and is to be retried (Config.Retry), handed back by park. Its inputs are in
+// flight, as a busy lane's are: they count in no room. The lane waits, parked,
+// in the parks tree until its deadline (park's now plus a backoff, saturated
+// as above), or until unpark; then it is ready, and take hands out the
+// continuation alone, before the lane's items, which wait behind it. While it
+// holds a continuation no other call of the key runs. Neither flush nor
+// shutdown ends a park; drain makes every parked lane ready at once, so that
+// its continuation is answered (the loop's workers do that).
 
 // limits is the core's view of Config, validated and defaulted by New.
 type limits struct {
@@ -78,6 +88,7 @@ const (
 	phaseBusy    phase = iota + 1 // a call is in flight; never in ready or waiting
 	phaseReady                    // in the ready line
 	phaseWaiting                  // in the waiting tree until its deadline
+	phaseParked                   // holds a continuation, in the parks tree until its deadline
 )
 
 // lane holds one key's waiting inputs. It exists while it has inputs or a call.
@@ -86,8 +97,10 @@ type lane[K comparable, E any] struct {
 	items  queue[E] // by (rank, seq)
 	weight int64    // total weight of items
 	phase  phase
-	ref    uint64        // while ready: the sequence of its ready ref; while waiting: of its waiting ref
-	due    time.Duration // while waiting: its deadline, since the origin
+	ref    uint64        // while ready: the sequence of its ready ref; while waiting or parked: of its tree's ref
+	due    time.Duration // while waiting or parked: its deadline, since the origin
+	cont   E             // its continuation, while held: see park
+	held   bool          // it holds cont: parked, or ready to hand it out
 }
 
 // readyRef is a lane's place in the ready line. A ref whose seq no longer
@@ -97,7 +110,7 @@ type readyRef[K comparable, E any] struct {
 	seq uint64
 }
 
-// waitRef is a lane's place in the waiting tree, by (due, seq).
+// waitRef is a lane's place in the waiting tree or the parks tree, by (due, seq).
 type waitRef[K comparable, E any] struct {
 	due time.Duration
 	seq uint64
@@ -132,10 +145,12 @@ type state[K comparable, E any] struct {
 	ready   deque.Deque[readyRef[K, E]] // first come, first served; may hold stale refs
 	nready  int                         // lanes in phase ready
 	waiting *btree.BTreeG[waitRef[K, E]]
+	parks   *btree.BTreeG[waitRef[K, E]] // parked lanes, by deadline; refs share seq with waiting's
 
 	queued int   // inputs waiting
 	weight int64 // their total weight
 	busy   int   // calls in flight, batched and direct
+	conts  int   // lanes that hold a continuation, parked or ready: see park
 
 	held       int   // room held for inputs not yet entered: see hold
 	heldWeight int64 // and their weight; queued+held and weight+heldWeight stay within the limits
@@ -162,6 +177,7 @@ func newState[K comparable, E any](lim limits) *state[K, E] {
 		heavy:     lim.queuedWeight,
 		lanes:     make(map[K]*lane[K, E]),
 		waiting:   btree.NewG(degree, waitLess[K, E]),
+		parks:     btree.NewG(degree, waitLess[K, E]),
 		itemsFree: btree.NewFreeListG[item[E]](btree.DefaultFreeListSize),
 	}
 }
@@ -320,6 +336,13 @@ func (s *state[K, E]) take(now time.Duration, buf []E) (key K, batch []E, ok boo
 		s.tidy()
 		l.phase = phaseBusy
 		s.busy++
+		if l.held { // the continuation alone, before the items behind it
+			var zero E
+			batch = append(buf, l.cont)
+			l.cont, l.held = zero, false
+			s.conts--
+			return l.key, batch, true
+		}
 		if l.items.len() > hotLane {
 			l.items.run.SetBaseCap(2 * min(s.lim.batchSize, baseCap/2))
 		}
@@ -363,7 +386,7 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
 		return e, false
 	}
 	s.forget(l, 1, it.weight)
-	if l.items.len() == 0 && l.phase != phaseBusy {
+	if l.items.len() == 0 && l.phase != phaseBusy && !l.held {
 		s.removeLane(l) // a stale ready ref is skipped by take
 		return it.entry, true
 	}
@@ -372,7 +395,7 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
 		if d := s.deadline(l); d != l.due {
 			s.rekey(l, d) // the oldest input left
 		}
-	case l.phase == phaseReady && s.lim.delay > 0 && !s.shuttingDown && !s.full(l):
+	case l.phase == phaseReady && !l.held && s.lim.delay > 0 && !s.shuttingDown && !s.full(l):
 		if d := s.deadline(l); d > now {
 			s.unready(l)
 			s.wait(l, d) // Ready -> Waiting: it was ready only because full
@@ -384,8 +407,9 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
 // clearLane removes every input waiting in key's lane, appending their
 // entries to buf in the lane's order, and frees their count and weight at
 // once: for a key paused as its failed call is released, which the loop
-// does right after. A busy lane stays busy with no items; any other is
-// removed. O(n) in the lane's inputs, plus O(log L) for a lane not busy.
+// does right after. A busy lane, or one that holds a continuation, stays as
+// it is with no items; any other is removed. O(n) in the lane's inputs, plus
+// O(log L) for a lane removed.
 func (s *state[K, E]) clearLane(key K, buf []E) []E {
 	l := s.lanes[key]
 	if l == nil {
@@ -394,7 +418,7 @@ func (s *state[K, E]) clearLane(key K, buf []E) []E {
 	l.items.each(func(it item[E]) { buf = append(buf, it.entry) })
 	s.forget(l, l.items.len(), l.weight)
 	l.items.clear()
-	if l.phase != phaseBusy {
+	if l.phase != phaseBusy && !l.held {
 		s.removeLane(l)
 	}
 	return buf
@@ -402,15 +426,24 @@ func (s *state[K, E]) clearLane(key K, buf []E) []E {
 
 // drain closes the room: nothing is admitted again, and every waiting input
 // is removed and its entry appended to buf, in arrival order. Lanes with a call
-// in flight stay busy, with no items, until released.
+// in flight stay busy, with no items, until released. A lane that holds a
+// continuation is ready at once, with no items: those ready already first,
+// in line, then the parked ones by deadline.
 func (s *state[K, E]) drain(buf []E) []E {
 	s.closed = true
 	var all []item[E]
+	var conts []*lane[K, E]
+	for i := range s.ready.Len() {
+		if r := s.ready.At(i); r.l.phase == phaseReady && r.l.ref == r.seq && r.l.held {
+			conts = append(conts, r.l)
+		}
+	}
+	s.parks.Ascend(func(r waitRef[K, E]) bool { conts = append(conts, r.l); return true })
 	for _, l := range s.lanes {
 		l.items.each(func(it item[E]) { all = append(all, it) })
 		l.items.clear()
 		l.weight = 0
-		if l.phase != phaseBusy {
+		if l.phase != phaseBusy && !l.held {
 			s.removeLane(l)
 		}
 	}
@@ -419,11 +452,59 @@ func (s *state[K, E]) drain(buf []E) []E {
 		buf = append(buf, it.entry)
 	}
 	s.waiting.Clear(false)
+	s.parks.Clear(false)
 	s.ready.Clear()
 	s.nready = 0
 	s.queued, s.weight = 0, 0
+	for _, l := range conts {
+		s.pushReady(l)
+	}
 	return buf
 }
+
+// park hands key's busy lane the continuation c of its call, which failed
+// and is to be retried after d, at now: the lane is parked until now+d
+// (saturated at MaxInt64), or ready at once if d <= 0 or the room is drained.
+// Lanes due at now are promoted first. Parking a key that is not busy panics.
+func (s *state[K, E]) park(key K, c E, d, now time.Duration) {
+	l := s.lanes[key]
+	if l == nil || l.phase != phaseBusy {
+		panic(fmt.Sprintf("ferry: park of a key of type %T that has no call in flight", key))
+	}
+	s.busy--
+	s.conts++
+	l.cont, l.held = c, true
+	s.promote(now)
+	if d <= 0 || s.closed {
+		s.pushReady(l)
+		return
+	}
+	due := time.Duration(math.MaxInt64)
+	if now <= math.MaxInt64-d {
+		due = now + d
+	}
+	l.phase = phaseParked
+	l.due = due
+	l.ref = s.next()
+	s.parks.ReplaceOrInsert(waitRef[K, E]{due, l.ref, l})
+}
+
+// unpark makes key's parked lane ready at once, after the lanes due at now,
+// and reports whether it was parked.
+func (s *state[K, E]) unpark(key K, now time.Duration) bool {
+	l := s.lanes[key]
+	if l == nil || l.phase != phaseParked {
+		return false
+	}
+	s.parks.Delete(waitRef[K, E]{due: l.due, seq: l.ref})
+	s.promote(now)
+	s.pushReady(l)
+	return true
+}
+
+// parked reports whether some lane is parked: the loop reads the clock then,
+// even with no delay.
+func (s *state[K, E]) parked() bool { return s.parks.Len() > 0 }
 
 // shutdown closes the room gracefully: nothing is admitted again, and every lane
 // is due at once, now and when released, so what waits runs without waiting
@@ -448,22 +529,31 @@ func (s *state[K, E]) flush() {
 	}
 }
 
-// promote moves every waiting lane whose deadline is at or before now to the
-// back of the ready line, in deadline order, ties in the order they started
-// waiting.
+// promote moves every waiting or parked lane whose deadline is at or before
+// now to the back of the ready line, in deadline order, ties in the order
+// they started waiting or were parked.
 func (s *state[K, E]) promote(now time.Duration) {
-	for s.waiting.Len() > 0 {
-		if r, _ := s.waiting.Min(); r.due > now {
+	for {
+		t := s.waiting
+		r, ok := t.Min()
+		if p, pok := s.parks.Min(); pok && (!ok || waitLess(p, r)) {
+			t, r, ok = s.parks, p, true
+		}
+		if !ok || r.due > now {
 			return
 		}
-		r, _ := s.waiting.DeleteMin()
+		t.DeleteMin()
 		s.pushReady(r.l)
 	}
 }
 
-// earliest is the first deadline of a waiting lane; ok is false if none waits.
+// earliest is the first deadline of a waiting or parked lane; ok is false if
+// none waits.
 func (s *state[K, E]) earliest() (time.Duration, bool) {
 	r, ok := s.waiting.Min()
+	if p, pok := s.parks.Min(); pok && (!ok || p.due < r.due) {
+		return p.due, true
+	}
 	return r.due, ok
 }
 
@@ -472,12 +562,13 @@ func (s *state[K, E]) hasReady(now time.Duration) bool {
 	if s.nready > 0 {
 		return true
 	}
-	r, ok := s.waiting.Min()
-	return ok && r.due <= now
+	t, ok := s.earliest()
+	return ok && t <= now
 }
 
-// idle reports whether nothing waits and no call is in flight.
-func (s *state[K, E]) idle() bool { return s.queued == 0 && s.busy == 0 }
+// idle reports whether nothing waits, no call is in flight and no lane holds
+// a continuation.
+func (s *state[K, E]) idle() bool { return s.queued == 0 && s.busy == 0 && s.conts == 0 }
 
 // full reports whether a lane's next batch could not grow: it has batchSize
 // inputs, or weighs at least batchWeight, or its next input would not fit.

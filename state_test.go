@@ -722,3 +722,211 @@ func TestStaleReadyRefsAreBounded(t *testing.T) {
 	assert.LessOrEqual(t, c.ready.Len(), staleSlack+1)
 	assert.Empty(t, c.lanes)
 }
+
+// parks parks key's busy lane with continuation c for d at now.
+func (c *core) parks(key string, cont int, d, now time.Duration) {
+	c.t.Helper()
+	c.park(key, cont, d, now)
+	require.NoError(c.t, checkState(c.state))
+}
+
+func TestParkHoldsTheKeyUntilItsDeadline(t *testing.T) {
+	for _, delay := range []time.Duration{0, ms(5)} {
+		t.Run(fmt.Sprint(delay), func(t *testing.T) {
+			c := newCore(t, limits{batchSize: 1, delay: delay})
+			a := c.add("a", t0)
+			c.takes(t0, "a", a)
+			c.parks("a", 100, ms(10), t0)
+			assert.Equal(t, 0, c.busy, "a parked lane holds no call")
+			assert.True(t, c.parked())
+			later := c.add("a", t0) // full: a batch of 1, and yet it waits
+			b := c.add("b", t0)
+			c.takes(t0+delay, "b", b) // another key runs at once
+			c.rel("b", t0+delay)
+			c.due(ms(10))
+			c.none(ms(10) - 1)
+			assert.False(t, c.idle())
+			c.takes(ms(10), "a", 100) // the continuation alone, first
+			assert.False(t, c.parked())
+			c.none(ms(10)) // one call per key
+			c.rel("a", ms(10))
+			c.takes(ms(10)+delay, "a", later)
+		})
+	}
+}
+
+func TestParkAtOrBelowZeroIsReadyAtOnce(t *testing.T) {
+	for _, d := range []time.Duration{0, -1, math.MinInt64} {
+		c := newCore(t, limits{})
+		c.add("b", t0)
+		c.takes(t0, "b", 0)
+		c.rel("b", t0)
+		c.add("a", t0)
+		c.takes(t0, "a", 1)
+		c.add("b", t0)
+		c.parks("a", 100, d, t0)
+		c.takes(t0, "b", 2) // it goes to the back of the line
+		c.takes(t0, "a", 100)
+	}
+}
+
+func TestParkDeadlineSaturates(t *testing.T) {
+	now := ms(5)
+	for _, tc := range []struct {
+		d, due time.Duration
+	}{
+		{math.MaxInt64, math.MaxInt64},
+		{math.MaxInt64 - now, math.MaxInt64},
+		{math.MaxInt64 - now - 1, math.MaxInt64 - 1},
+		{1 << 62, now + 1<<62},
+	} {
+		c := newCore(t, limits{})
+		c.add("a", now)
+		c.takes(now, "a", 0)
+		c.parks("a", 100, tc.d, now)
+		c.due(tc.due)
+		c.none(tc.due - 1)
+		c.takes(tc.due, "a", 100)
+	}
+}
+
+func TestUnpark(t *testing.T) {
+	c := newCore(t, limits{delay: ms(5)})
+	assert.False(t, c.unpark("a", t0), "no lane")
+	c.add("a", t0)
+	c.add("b", t0)
+	c.takes(ms(5), "a", 0)
+	assert.False(t, c.unpark("a", ms(5)), "busy")
+	c.parks("a", 100, time.Hour, ms(5))
+	c.add("a", ms(5))
+	assert.True(t, c.unpark("a", ms(6)))
+	assert.False(t, c.unpark("a", ms(6)), "ready already")
+	c.takes(ms(6), "b", 1) // b was due before a's park ended
+	c.takes(ms(6), "a", 100)
+	c.rel("a", ms(6))
+	c.takes(ms(10), "a", 2)
+}
+
+func TestParksAndWaitingLanesShareOneDeadlineOrder(t *testing.T) {
+	c := newCore(t, limits{delay: ms(10)})
+	c.add("a", t0)
+	c.takes(ms(10), "a", 0)
+	c.add("b", ms(2)) // due at 12ms, waiting first
+	c.parks("a", 100, ms(2), ms(10))
+	c.add("c", ms(1)) // due at 11ms
+	c.due(ms(11))
+	c.none(ms(11) - 1)
+	c.takes(ms(12), "c", 2)
+	c.takes(ms(12), "b", 1) // ties go in the order they began to wait
+	c.takes(ms(12), "a", 100)
+}
+
+func TestParkNotBusyPanics(t *testing.T) {
+	c := newCore(t, limits{})
+	assert.Panics(t, func() { c.park("a", 100, 0, t0) })
+	c.add("a", t0)
+	assert.Panics(t, func() { c.park("a", 100, 0, t0) }, "ready, not busy")
+}
+
+// A parked lane's continuation is in flight: it counts in no room, and the
+// inputs behind it count as waiting inputs do, within the room.
+func TestParkedLaneRoom(t *testing.T) {
+	c := newCore(t, limits{queued: 2, queuedWeight: 10})
+	c.in("a", 6, 0, t0)
+	c.takes(t0, "a", 0)
+	c.parks("a", 100, time.Hour, t0)
+	assert.Equal(t, 0, c.queued)
+	assert.Equal(t, int64(0), c.weight)
+	_, o, _ := c.in("a", 10, 0, t0)
+	assert.Equal(t, admitted, o, "the whole room is free")
+	_, o, _ = c.in("b", 1, 0, t0)
+	assert.Equal(t, rejectedFull, o)
+	_, o, _ = c.in("a", 0, 0, t0)
+	assert.Equal(t, admitted, o)
+	_, o, _ = c.in("a", 0, 0, t0)
+	assert.Equal(t, rejectedFull, o, "two inputs wait")
+	assert.Equal(t, 2, c.queued)
+	assert.Equal(t, int64(10), c.weight)
+}
+
+func TestDropAndClearOfAParkedLane(t *testing.T) {
+	c := newCore(t, limits{delay: ms(5)})
+	c.add("a", t0)
+	c.takes(ms(5), "a", 0)
+	c.parks("a", 100, ms(10), ms(5))
+	_, _, tk := c.in("a", 1, 0, ms(5))
+	_, ok := c.drop("a", tk, ms(6))
+	require.True(t, ok)
+	require.NoError(t, checkState(c.state))
+	assert.Len(t, c.lanes, 1, "the parked lane stays, empty")
+	c.add("a", ms(6))
+	assert.Equal(t, []int{2}, c.clearLane("a", nil))
+	require.NoError(t, checkState(c.state))
+	assert.Len(t, c.lanes, 1, "cleared, it stays parked")
+	c.none(ms(15) - 1)
+	c.takes(ms(15), "a", 100)
+	c.rel("a", ms(15))
+	assert.Empty(t, c.lanes)
+	assert.True(t, c.idle())
+
+	// a ready lane with its continuation and one input that is dropped
+	c.add("b", ms(15))
+	c.takes(ms(20), "b", 3)
+	c.parks("b", 101, 0, ms(20))
+	_, _, tk = c.in("b", 1, 0, ms(20))
+	_, ok = c.drop("b", tk, ms(21))
+	require.True(t, ok)
+	require.NoError(t, checkState(c.state))
+	c.takes(ms(21), "b", 101)
+}
+
+func TestDrainWithParks(t *testing.T) {
+	c := newCore(t, limits{})
+	for _, k := range []string{"a", "b", "c"} {
+		e := c.add(k, t0)
+		c.takes(t0, k, e)
+	}
+	c.parks("a", 100, time.Hour, t0)
+	c.parks("b", 101, 0, t0) // ready
+	c.parks("c", 102, ms(1), t0)
+	c.add("a", t0)
+	c.add("d", t0)
+	assert.Equal(t, []int{3, 4}, c.drain(nil))
+	require.NoError(t, checkState(c.state))
+	assert.False(t, c.parked())
+	c.takes(t0, "b", 101) // ready already, then by deadline
+	c.takes(t0, "c", 102)
+	c.takes(t0, "a", 100)
+	c.none(t0)
+	for _, k := range []string{"a", "b", "c"} {
+		c.rel(k, t0)
+	}
+	assert.Empty(t, c.lanes)
+	assert.True(t, c.idle())
+
+	// a park after the drain is ready at once
+	c = newCore(t, limits{})
+	c.add("a", t0)
+	c.takes(t0, "a", 0)
+	c.drain(nil)
+	c.parks("a", 100, time.Hour, t0)
+	c.takes(t0, "a", 100)
+}
+
+func TestShutdownAndFlushLeaveParks(t *testing.T) {
+	c := newCore(t, limits{delay: ms(5)})
+	c.add("a", t0)
+	c.takes(ms(5), "a", 0)
+	c.parks("a", 100, ms(10), ms(5))
+	c.add("a", ms(5))
+	c.flush()
+	c.shutdown()
+	require.NoError(t, checkState(c.state))
+	c.none(ms(15) - 1)
+	assert.False(t, c.idle())
+	c.takes(ms(15), "a", 100)
+	c.rel("a", ms(15))
+	c.takes(ms(15), "a", 1) // shutting down: due at once
+	c.rel("a", ms(15))
+	assert.True(t, c.idle())
+}

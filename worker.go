@@ -86,25 +86,41 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 			j.s.send(msg[K, I, O]{op: opExit})
 			return
 		}
-		ins = ins[:0]
-		for _, w := range j.batch {
-			ins = append(ins, w.in[0])
-		}
-		if f.onBatch != nil {
-			start = f.clock()
-		}
-		ctx := j.ctx
-		if f.keep {
-			ctx, rt.ctxs = withCallers(j.ctx, j.batch, nil, 1, rt.ctxs)
-		}
-		running = true
-		outs, errs, all := invoke(ctx, f, j.key, ins)
-		running = false
-		if f.retry == nil || errs == nil && all == nil {
-			subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start), nil)
+		var (
+			d               time.Duration
+			retry, answered bool
+		)
+		if j.park != nil { // a parked batch, due: its next attempt
+			ins, d, retry = rt.again(f, j, ins, &running)
 		} else {
-			ins, outs, errs = rt.run(f, j, ins, outs, errs, all, report(f, j, start), &running)
-			subs = finish(j, ins, outs, errs, nil, subs[:0], Batch[K]{}, rt.bs)
+			ins = ins[:0]
+			for _, w := range j.batch {
+				ins = append(ins, w.in[0])
+			}
+			if f.onBatch != nil {
+				start = f.clock()
+			}
+			ctx := j.ctx
+			if f.keep {
+				ctx, rt.ctxs = withCallers(j.ctx, j.batch, nil, 1, rt.ctxs)
+			}
+			running = true
+			outs, errs, all := invoke(ctx, f, j.key, ins)
+			running = false
+			if f.retry == nil || errs == nil && all == nil {
+				subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start), nil)
+				answered = true
+			} else {
+				d, retry = rt.first(f, j, outs, errs, all, report(f, j, start))
+			}
+		}
+		switch {
+		case answered:
+		case retry:
+			clear(ins)
+			rt.park(j, d)
+		default:
+			subs = finish(j, ins, rt.outs, rt.errs, nil, subs[:0], Batch[K]{}, rt.bs)
 			rt.done()
 		}
 		j = job[K, I, O]{} // holds the batch, which the loop may drop
