@@ -112,6 +112,13 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 			if !l.held {
 				return fmt.Errorf("lane %v: parked with no continuation", k)
 			}
+			if l.ever { // held: in no tree
+				if _, ok := s.parks.Get(waitRef[K, E]{due: l.due, seq: l.ref}); ok {
+					return fmt.Errorf("lane %v: held but in the parks tree", k)
+				}
+				parked--
+				break
+			}
 			if r, ok := s.parks.Get(waitRef[K, E]{due: l.due, seq: l.ref}); !ok || r.l != l {
 				return fmt.Errorf("lane %v: parked but not in the parks tree", k)
 			}
@@ -296,10 +303,17 @@ func runState(t *testing.T, data []byte) {
 			i := r.next() % len(busy)
 			key := busy[i]
 			busy = slices.Delete(busy, i, i+1)
-			d := backoffOf(r.next())
+			v := r.next()
+			d := backoffOf(v)
 			c := contBase + nconts
 			nconts++
 			conts[key] = c
+			if v%5 == 4 { // a failure for good, with HoldPaused: no deadline
+				s.parkHeld(key, c)
+				m.parkHeld(key, c)
+				what = fmt.Sprintf("hold %s %d", key, c)
+				break
+			}
 			s.park(key, c, d, now)
 			m.park(key, c, d, now)
 			what = fmt.Sprintf("park %s %d for %v", key, c, d)
@@ -486,7 +500,7 @@ func backoffOf(v int) time.Duration {
 
 func (m *model) anyDue(now time.Duration) bool {
 	for _, l := range m.lanes {
-		if (l.waiting || l.parked) && l.due <= now {
+		if (l.waiting || l.parked && !l.ever) && l.due <= now {
 			return true
 		}
 	}

@@ -41,6 +41,7 @@ type mlane struct {
 	busy     bool
 	waiting  bool
 	parked   bool // until due, holding cont
+	ever     bool // parked with no deadline (hold): until unpark or drain
 	held     bool // holds cont: parked, or ready to hand it out first
 	cont     int
 	due      time.Duration
@@ -253,7 +254,7 @@ func (m *model) promoteAll(now time.Duration, parked bool) {
 	for {
 		var first *mlane
 		for _, l := range m.lanes {
-			if (l.waiting || parked && l.parked) && l.due <= now &&
+			if (l.waiting || parked && l.parked && !l.ever) && l.due <= now &&
 				(first == nil || l.due < first.due || l.due == first.due && l.waitedAt < first.waitedAt) {
 				first = l
 			}
@@ -356,9 +357,12 @@ func (m *model) drain() []int {
 			ready = append(ready, k)
 		}
 	}
-	var parked []*mlane
+	var parked, ever []*mlane
 	for _, l := range m.lanes {
-		if l.parked {
+		switch {
+		case l.parked && l.ever:
+			ever = append(ever, l)
+		case l.parked:
 			parked = append(parked, l)
 		}
 	}
@@ -368,8 +372,9 @@ func (m *model) drain() []int {
 		}
 		return a.waitedAt - b.waitedAt
 	})
-	for _, l := range parked {
-		l.parked = false
+	slices.SortFunc(ever, func(a, b *mlane) int { return a.waitedAt - b.waitedAt })
+	for _, l := range append(parked, ever...) {
+		l.parked, l.ever = false, false
 		ready = append(ready, l.key)
 	}
 	var all []mitem
@@ -412,13 +417,31 @@ func (m *model) park(key string, c int, d, now time.Duration) {
 	m.wseq++
 }
 
-// unpark: a parked lane is ready now, after those due.
+// parkHeld: key's call failed for good (HoldPaused); its continuation c waits
+// in its lane until unpark or drain, however late.
+func (m *model) parkHeld(key string, c int) {
+	l := m.lane(key)
+	if l == nil || !l.busy {
+		panic(fmt.Sprintf("model: parkHeld of %q, not busy", key))
+	}
+	l.busy, l.held, l.cont = false, true, c
+	m.busy--
+	m.conts++
+	if m.closed {
+		m.toReady(l)
+		return
+	}
+	l.parked, l.ever, l.waitedAt = true, true, m.wseq
+	m.wseq++
+}
+
+// unpark: a parked (or held) lane is ready now, after those due.
 func (m *model) unpark(key string, now time.Duration) bool {
 	l := m.lane(key)
 	if l == nil || !l.parked {
 		return false
 	}
-	l.parked = false
+	l.parked, l.ever = false, false
 	m.promote(now)
 	m.toReady(l)
 	return true
@@ -439,7 +462,7 @@ func (m *model) flush() {
 func (m *model) earliest() (time.Duration, bool) {
 	var first *mlane
 	for _, l := range m.lanes {
-		if (l.waiting || l.parked) && (first == nil || l.due < first.due || l.due == first.due && l.waitedAt < first.waitedAt) {
+		if (l.waiting || l.parked && !l.ever) && (first == nil || l.due < first.due || l.due == first.due && l.waitedAt < first.waitedAt) {
 			first = l
 		}
 	}

@@ -43,7 +43,9 @@ import (
 // continuation alone, before the lane's items, which wait behind it. While it
 // holds a continuation no other call of the key runs. Neither flush nor
 // shutdown ends a park; drain makes every parked lane ready at once, so that
-// its continuation is answered (the loop's workers do that).
+// its continuation is answered (the loop's workers do that). A lane held
+// (Config.HoldPaused: see parkHeld) is parked with no deadline, in no tree: only
+// unpark and drain end it.
 
 // limits is the core's view of Config, validated and defaulted by New.
 type limits struct {
@@ -88,7 +90,7 @@ const (
 	phaseBusy    phase = iota + 1 // a call is in flight; never in ready or waiting
 	phaseReady                    // in the ready line
 	phaseWaiting                  // in the waiting tree until its deadline
-	phaseParked                   // holds a continuation, in the parks tree until its deadline
+	phaseParked                   // holds a continuation, in the parks tree until its deadline (held forever: in none)
 )
 
 // lane holds one key's waiting inputs. It exists while it has inputs or a call.
@@ -101,6 +103,7 @@ type lane[K comparable, E any] struct {
 	due    time.Duration // while waiting or parked: its deadline, since the origin
 	cont   E             // its continuation, while held: see park
 	held   bool          // it holds cont: parked, or ready to hand it out
+	ever   bool          // while parked: held with no deadline, in no tree (see parkHeld)
 }
 
 // readyRef is a lane's place in the ready line. A ref whose seq no longer
@@ -439,7 +442,12 @@ func (s *state[K, E]) drain(buf []E) []E {
 		}
 	}
 	s.parks.Ascend(func(r waitRef[K, E]) bool { conts = append(conts, r.l); return true })
+	var ever []*lane[K, E] // held with no deadline: last, in the order they were held
 	for _, l := range s.lanes {
+		if l.phase == phaseParked && l.ever {
+			ever = append(ever, l)
+			l.ever = false
+		}
 		l.items.each(func(it item[E]) { all = append(all, it) })
 		l.items.clear()
 		l.weight = 0
@@ -456,7 +464,8 @@ func (s *state[K, E]) drain(buf []E) []E {
 	s.ready.Clear()
 	s.nready = 0
 	s.queued, s.weight = 0, 0
-	for _, l := range conts {
+	slices.SortFunc(ever, func(a, b *lane[K, E]) int { return cmp.Compare(a.ref, b.ref) })
+	for _, l := range append(conts, ever...) {
 		s.pushReady(l)
 	}
 	return buf
@@ -489,14 +498,40 @@ func (s *state[K, E]) park(key K, c E, d, now time.Duration) {
 	s.parks.ReplaceOrInsert(waitRef[K, E]{due, l.ref, l})
 }
 
-// unpark makes key's parked lane ready at once, after the lanes due at now,
-// and reports whether it was parked.
+// parkHeld hands key's busy lane the continuation c of its call, which failed
+// for good (Config.HoldPaused): the lane is parked with no deadline, in no
+// tree, until unpark or drain; at once ready if the room is drained. Its
+// items wait behind c, and inputs join it as a parked lane's do. Holding a
+// key that is not busy panics.
+func (s *state[K, E]) parkHeld(key K, c E) {
+	l := s.lanes[key]
+	if l == nil || l.phase != phaseBusy {
+		panic(fmt.Sprintf("ferry: parkHeld of a key of type %T that has no call in flight", key))
+	}
+	s.busy--
+	s.conts++
+	l.cont, l.held = c, true
+	if s.closed {
+		s.pushReady(l)
+		return
+	}
+	l.phase, l.ever = phaseParked, true
+	l.due = math.MaxInt64
+	l.ref = s.next()
+}
+
+// unpark makes key's parked lane (or held one: see parkHeld) ready at once,
+// after the lanes due at now, and reports whether it was parked.
 func (s *state[K, E]) unpark(key K, now time.Duration) bool {
 	l := s.lanes[key]
 	if l == nil || l.phase != phaseParked {
 		return false
 	}
-	s.parks.Delete(waitRef[K, E]{due: l.due, seq: l.ref})
+	if l.ever {
+		l.ever = false
+	} else {
+		s.parks.Delete(waitRef[K, E]{due: l.due, seq: l.ref})
+	}
 	s.promote(now)
 	s.pushReady(l)
 	return true
