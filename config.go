@@ -93,6 +93,25 @@ type Config[K comparable, I any] struct {
 	// it without PauseOnError. nil: none.
 	OnPause func(key K, err error)
 
+	// HoldPaused makes a pause (PauseOnError) hold the key's inputs rather
+	// than refuse them: a batch that fails for good keeps its failed inputs
+	// whose callers still wait, and the key's lane its waiting inputs, in
+	// order, parked (holding no worker) until Resume(key), and later inputs
+	// are admitted within the room as usual (with WaitForRoom, they wait for
+	// room). No input is answered ErrPaused. At Resume the failed inputs are
+	// called first (the next Batch.Attempt, Retry as before), then the rest
+	// in order; a new failure holds again. The failed batch's other inputs,
+	// which succeeded, are answered with it. A Do still returns when its ctx
+	// ends (ctx's error: its input, taken, is not retried; one still in the
+	// lane is dropped, matching ErrDropped); a Submit's done runs once its
+	// input's call answers. Flush waits for held inputs as for any other:
+	// until Resume. Close, and Shutdown, answer a held key's inputs
+	// ErrClosed, the failed ones with their failure too. A direct call that
+	// fails for good answers its caller and holds the key's lane from then
+	// on. Paused lists held keys and OnPause is told of them. New rejects it
+	// without PauseOnError. false: a pause refuses the key's inputs.
+	HoldPaused bool
+
 	// WaitForRoom makes an admission that the room cannot hold now wait
 	// for room instead of failing with ErrRejected: Do, Submit and DoMany
 	// block until room frees or ctx ends (then ctx's error, matching
@@ -123,8 +142,8 @@ type Config[K comparable, I any] struct {
 
 // limits validates cfg and returns the core's limits and the number of
 // workers, or an error naming the field: a Key that is nil, a limit that is
-// negative, MaxInFlightBatches over MaxInFlightBatchesLimit, OnPause
-// without PauseOnError.
+// negative, MaxInFlightBatches over MaxInFlightBatchesLimit, OnPause or
+// HoldPaused without PauseOnError.
 func (cfg Config[K, I]) limits() (limits, int, error) {
 	if cfg.Key == nil {
 		return limits{}, 0, errors.New("ferry: Config.Key is nil")
@@ -160,6 +179,9 @@ func (cfg Config[K, I]) limits() (limits, int, error) {
 	workers := cmp.Or(cfg.MaxInFlightBatches, DefaultMaxInFlightBatches)
 	if cfg.OnPause != nil && !cfg.PauseOnError {
 		return limits{}, 0, errors.New("ferry: Config.OnPause is set without PauseOnError, which alone pauses keys")
+	}
+	if cfg.HoldPaused && !cfg.PauseOnError {
+		return limits{}, 0, errors.New("ferry: Config.HoldPaused is set without PauseOnError, which alone pauses keys")
 	}
 	if cfg.Shards < 0 {
 		return limits{}, 0, fmt.Errorf("ferry: Config.Shards is negative: %d", cfg.Shards)
@@ -265,6 +287,7 @@ func (s *Stats) add(t Stats) {
 	s.OnBatchPanics += t.OnBatchPanics
 	s.Paused += t.Paused
 	s.PausedOut += t.PausedOut
+	s.Parked += t.Parked
 	s.OnPausePanics += t.OnPausePanics
 	s.WaitingForRoom += t.WaitingForRoom
 	s.Waiting += t.Waiting

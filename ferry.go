@@ -39,6 +39,7 @@ type Ferry[K comparable, I, O any] struct {
 	retry           func(K, int, error) (time.Duration, bool) // Config.Retry
 	pauseOnError    bool
 	onPause         func(K, error) // Config.OnPause
+	hold            bool           // Config.HoldPaused
 	waitForRoom     bool
 	keep            bool // Config.KeepContexts: see callers.go
 
@@ -55,7 +56,7 @@ type Ferry[K comparable, I, O any] struct {
 // New returns a running Ferry that batches inputs for call. It returns an
 // error naming the field if call or cfg.Key is nil, a limit is negative,
 // MaxInFlightBatches is over MaxInFlightBatchesLimit, Shards over
-// MaxInFlightBatches or OnPause is set without PauseOnError. Release it with
+// MaxInFlightBatches or OnPause or HoldPaused is set without PauseOnError. Release it with
 // Close.
 func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K, I, O], error) {
 	if call == nil {
@@ -84,6 +85,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		retry:           cfg.Retry,
 		pauseOnError:    cfg.PauseOnError,
 		onPause:         cfg.OnPause,
+		hold:            cfg.HoldPaused,
 		waitForRoom:     cfg.WaitForRoom,
 		keep:            cfg.KeepContexts,
 

@@ -309,7 +309,10 @@ func (l *loop[K, I, O]) admits() bool { return !l.st.closed && !l.st.shuttingDow
 // or a direct call's (see endDirect); then pauses the key if the call failed
 // for good, with PauseOnError.
 func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
-	l.st.release(m.key, now)
+	held := l.f.hold && m.fail != nil && m.worker == byCaller && l.admits() // a worker's holds with opPark
+	if !held {
+		l.st.release(m.key, now)
+	}
 	if m.worker != byCaller {
 		if wk := l.slots.workers[m.worker]; wk.cancel != nil {
 			wk.cancel(nil) // the call is over: free its context
@@ -318,7 +321,10 @@ func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	} else {
 		l.endDirect(m)
 	}
-	if m.fail != nil { // after endDirect, which may give the key's completions back
+	switch { // after endDirect, which may give the key's completions back
+	case held:
+		l.holdDirect(m.key, m.fail)
+	case m.fail != nil && (!l.f.hold || m.worker == byCaller): // a worker's holds with opPark
 		l.pause(m.key, m.fail)
 	}
 }
@@ -328,6 +334,9 @@ func (l *loop[K, I, O]) shutdown() {
 	if !l.st.closed && !l.st.shuttingDown {
 		l.st.shutdown()
 		l.closeWaits()
+		if l.f.hold {
+			l.stopHolds()
+		}
 	}
 }
 

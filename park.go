@@ -36,6 +36,9 @@ type parkedBatch[K comparable, I, O any] struct {
 	after, fin chan struct{} // its place among its key's completions, if it has any: see loop.completing
 	owe        owed          // what it owes the Flush round in progress
 
+	held bool  // it failed for good, held until Resume (HoldPaused): see loop.hold
+	stop error // a hold ended by Shutdown: its inputs still to retry are answered with it, uncalled
+
 	// With CancelAbandoned (see inFlight): its tag, its callers left, and how
 	// to cancel its calls.
 	tag    uint64
@@ -61,6 +64,11 @@ func (l *loop[K, I, O]) park(m msg[K, I, O]) {
 	}
 	l.parks[m.key] = pb
 	l.ppeak = max(l.ppeak, len(l.parks))
+	if m.fail != nil { // it failed for good: held, with HoldPaused
+		l.hold(m.key, pb, m.fail)
+		l.slots.releaseSlot(int(m.worker))
+		return
+	}
 	d := pb.d
 	if pb.ctx.Err() != nil { // the ferry's context, or its child: no user code
 		d = 0
@@ -110,7 +118,9 @@ func (l *loop[K, I, O]) abandonParked(key K, tag uint64, now time.Duration) bool
 	}
 	if pb.live--; pb.live == 0 {
 		pb.cancel(ErrAbandoned) // only the ferry's contexts: no user code
-		l.st.unpark(key, l.timeNow(now))
+		if !pb.held {           // a hold holds the key's lane until Resume, even so
+			l.st.unpark(key, l.timeNow(now))
+		}
 	}
 	return true
 }

@@ -30,18 +30,20 @@ type pauses[K comparable] struct {
 }
 
 // pausedKey is one paused key: its error, and when it paused, by the
-// ferry's clock and by its loop's count. It has no methods.
+// ferry's clock and by its loop's count; held: its lane holds its inputs
+// (HoldPaused), which are not refused. It has no methods.
 type pausedKey[K comparable] struct {
-	key K
-	err error
-	at  time.Duration
-	seq uint64
+	key  K
+	err  error
+	at   time.Duration
+	seq  uint64
+	held bool
 }
 
-// pause pauses key at now after its call failed with failure, and returns
-// the error its inputs get, and whether this paused it: a key paused
-// already keeps its first error and time.
-func (p *pauses[K]) pause(key K, failure error, now time.Duration) (error, bool) {
+// pause pauses key at now after its call failed with failure, held or not
+// (see pausedKey), and returns the error its inputs get, and whether this
+// paused it: a key paused already keeps its first error and time.
+func (p *pauses[K]) pause(key K, failure error, now time.Duration, held bool) (error, bool) {
 	if pk, ok := p.keys[key]; ok {
 		return pk.err, false
 	}
@@ -50,18 +52,19 @@ func (p *pauses[K]) pause(key K, failure error, now time.Duration) (error, bool)
 	}
 	p.seq++
 	err := fmt.Errorf("%w: %w", ErrPaused, failure)
-	p.keys[key] = pausedKey[K]{key: key, err: err, at: now, seq: p.seq}
+	p.keys[key] = pausedKey[K]{key: key, err: err, at: now, seq: p.seq, held: held}
 	p.peak = max(p.peak, len(p.keys))
 	return err, true
 }
 
-// of returns the error of key if it is paused.
+// of returns the error of key if it is paused and refuses its inputs: not
+// held.
 func (p *pauses[K]) of(key K) (error, bool) {
 	if len(p.keys) == 0 { // the common case: one length check
 		return nil, false
 	}
 	pk, ok := p.keys[key]
-	return pk.err, ok
+	return pk.err, ok && !pk.held
 }
 
 // resume lets key's inputs in again, and reports whether it was paused.
@@ -110,17 +113,26 @@ type pauseNote[K comparable] struct {
 // a worker. What the inputs owed the Flush round in progress is counted as
 // they are answered: at once, or at the notifier's opNotified.
 func (l *loop[K, I, O]) pause(key K, failure error) {
-	err, fresh := l.paused.pause(key, failure, l.f.clock())
+	err, fresh := l.paused.pause(key, failure, l.f.clock(), false)
 	l.refuseWaiting(key, err)
-	l.cleared = l.st.clearLane(key, l.cleared[:0])
 	var told error // what OnPause is told: nil, none
 	if fresh && l.f.onPause != nil {
 		told = failure
 	}
-	if len(l.cleared) == 0 && told == nil {
-		return
+	l.tally.PausedOut += uint64(l.refuseLane(key, err, told))
+}
+
+// refuseLane answers the inputs waiting in key's lane with err, and returns
+// how many: a Do's and a DoMany's here; the Submits' done, and OnPause with
+// told if not nil, from a goroutine of their own (notifyPaused), after the
+// key's completions so far and before its next, which the loop waits for
+// as for a worker.
+func (l *loop[K, I, O]) refuseLane(key K, err, told error) int {
+	l.cleared = l.st.clearLane(key, l.cleared[:0])
+	n := len(l.cleared)
+	if n == 0 && told == nil {
+		return 0
 	}
-	l.tally.PausedOut += uint64(len(l.cleared))
 	var subs []*waiter[K, I, O]
 	seq, owes := l.rounds.seq(), 0
 	for _, w := range l.cleared { // before reply: an answered waiter is its caller's
@@ -137,14 +149,79 @@ func (l *loop[K, I, O]) pause(key K, failure error) {
 	refuse(l.cleared, err, nil)
 	clear(l.cleared)
 	if len(subs) == 0 && told == nil {
-		return
+		return n
 	}
 	after, fin := l.place(key)
+	l.notifyPaused(key, subs, err, told, after, fin, owes)
+	return n
+}
+
+// notifyPaused starts a paused key's notifier (see the function
+// notifyPaused), which owes the Flush round in progress owes.
+func (l *loop[K, I, O]) notifyPaused(key K, subs []*waiter[K, I, O], err, told error, after, fin chan struct{}, owes int) {
 	if l.pausing == nil {
 		l.pausing = make(map[chan struct{}]pauseNote[K])
 	}
 	l.pausing[fin] = pauseNote[K]{key: key, owe: l.rounds.owe(owes)}
 	go notifyPaused(l.s, key, subs, err, told, after, fin) // user code: off the loop
+}
+
+// hold holds key's lane with pb, its batch, which failed for good with
+// failure (HoldPaused): parked in the core with no deadline, until Resume,
+// while its inputs and those that join later wait in order behind pb; the
+// key is paused, held. OnPause, if the key was not paused already, comes
+// between the key's earlier completions and pb's own, which come only once
+// pb is answered. Once the room stops admitting (Shutdown), the hold ends
+// at once: see stopHeld.
+func (l *loop[K, I, O]) hold(key K, pb *parkedBatch[K, I, O], failure error) {
+	pb.held = true
+	l.st.parkHeld(key, pb.w)
+	if _, fresh := l.paused.pause(key, failure, l.f.clock(), true); fresh && l.f.onPause != nil {
+		var after, fin chan struct{}
+		if pb.fin != nil { // before pb's completions
+			after, fin = pb.after, make(chan struct{})
+			pb.after = fin
+		} else {
+			after, fin = l.place(key)
+		}
+		l.notifyPaused(key, nil, nil, failure, after, fin, 0)
+	}
+	if l.st.shuttingDown {
+		l.stopHeld(key, pb)
+	}
+}
+
+// holdDirect holds key's lane, whose direct call failed for good with
+// failure (HoldPaused): as hold does, with a batch of no input, as the
+// caller has its answer already.
+func (l *loop[K, I, O]) holdDirect(key K, failure error) {
+	pb := &parkedBatch[K, I, O]{batch: []*waiter[K, I, O]{}, ctx: l.s.ctx, bs: []Batch[K]{}} // no OnBatch: the caller told it
+	pb.w = &waiter[K, I, O]{pb: pb}
+	if l.parks == nil {
+		l.parks = make(map[K]*parkedBatch[K, I, O])
+	}
+	l.parks[key] = pb
+	l.ppeak = max(l.ppeak, len(l.parks))
+	l.hold(key, pb, failure)
+}
+
+// stopHolds ends the holds as the ferry shuts down: the inputs of each held
+// lane are answered ErrClosed (the Submits' done after the key's
+// completions so far), and its batch is due at once, to be answered by a
+// worker with ErrClosed and its failure, uncalled.
+func (l *loop[K, I, O]) stopHolds() {
+	for key, pb := range l.parks {
+		if pb.held && pb.stop == nil {
+			l.stopHeld(key, pb)
+		}
+	}
+}
+
+// stopHeld ends the hold of key's lane by pb, as stopHolds does.
+func (l *loop[K, I, O]) stopHeld(key K, pb *parkedBatch[K, I, O]) {
+	pb.stop = ErrClosed
+	l.refuseLane(key, ErrClosed, nil)
+	l.st.unpark(key, l.f.clock())
 }
 
 // pausedKeys answers a Paused: the keys paused, in the order they paused.

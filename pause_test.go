@@ -28,11 +28,11 @@ func TestPauses(t *testing.T) {
 	assert.False(t, ok, "the zero value pauses nothing")
 	assert.Nil(t, p.list())
 	first, second := errors.New("first"), errors.New("second")
-	err, fresh := p.pause(1, first, 5)
+	err, fresh := p.pause(1, first, 5, false)
 	assert.True(t, fresh)
 	assert.ErrorIs(t, err, ErrPaused)
 	assert.ErrorIs(t, err, first)
-	again, fresh := p.pause(1, second, 6)
+	again, fresh := p.pause(1, second, 6, false)
 	assert.Same(t, err, again, "a key paused keeps its first error")
 	assert.False(t, fresh, "once per pause")
 	got, ok := p.of(1)
@@ -41,12 +41,12 @@ func TestPauses(t *testing.T) {
 	_, ok = p.of(2)
 	assert.False(t, ok)
 	assert.Equal(t, 1, p.count())
-	p.pause(3, first, 7)
-	p.pause(2, first, 7)
+	p.pause(3, first, 7, false)
+	p.pause(2, first, 7, false)
 	assert.Equal(t, []int{1, 3, 2}, listed(p.list()))
 	assert.True(t, p.resume(1))
 	assert.False(t, p.resume(1), "resume is a no-op on a key not paused")
-	p.pause(1, second, 8)
+	p.pause(1, second, 8, false)
 	ks := p.list()
 	assert.Equal(t, []int{3, 2, 1}, listed(ks), "a key paused again counts from its last pause")
 	assert.Equal(t, time.Duration(8), ks[2].at)
@@ -56,7 +56,7 @@ func TestPauses(t *testing.T) {
 	}
 
 	for k := range 4 * shrinkLanes {
-		p.pause(k, first, 0)
+		p.pause(k, first, 0, false)
 	}
 	for k := range 4*shrinkLanes - 1 {
 		p.resume(k)

@@ -21,6 +21,7 @@ type retries[K comparable, I, O any] struct {
 	idx     []int         // the batch's indexes of the inputs of the attempt
 	bs      []Batch[K]    // with OnBatch: the reports of the attempts so far
 	attempt int           // the attempt last over; 0: not retrying
+	last    error         // the error of the attempt last over
 	start   time.Duration // of the attempt in flight, by clock, with OnBatch
 
 	ctxs []context.Context // with KeepContexts: the callers' contexts of the call in flight; the worker's buffer, reused across batches
@@ -54,6 +55,10 @@ func (r *retries[K, I, O]) again(f *Ferry[K, I, O], j job[K, I, O], ins []I, run
 		r.blame(context.Cause(j.ctx))
 		return ins, 0, false
 	}
+	if pb.stop != nil { // a hold ended by Shutdown: see loop.stopHeld
+		r.blame(pb.stop)
+		return ins, 0, false
+	}
 	if len(r.idx) == 0 {
 		return ins, 0, false
 	}
@@ -85,6 +90,7 @@ func (r *retries[K, I, O]) again(f *Ferry[K, I, O], j job[K, I, O], ins []I, run
 func (r *retries[K, I, O]) settle(f *Ferry[K, I, O], j job[K, I, O], outs []O, errs Errors, all error, b Batch[K]) (d time.Duration, retry bool) {
 	r.attempt++
 	err := failure(errs, all)
+	r.last = err
 	if f.onBatch != nil {
 		b.Err, b.Attempt = err, r.attempt
 		r.bs = append(r.bs, b)
@@ -98,21 +104,33 @@ func (r *retries[K, I, O]) settle(f *Ferry[K, I, O], j job[K, I, O], outs []O, e
 		}
 	}
 	r.idx = failed
-	if len(failed) == 0 || j.ctx.Err() != nil {
+	if len(failed) == 0 || j.ctx.Err() != nil || f.retry == nil {
 		return 0, false
 	}
 	return askRetry(f, j.key, r.attempt, err)
 }
 
+// holds reports whether j's batch, its last attempt over with no retry to
+// come, is to be held in its lane until Resume (Config.HoldPaused): that
+// attempt failed some inputs while j's context held, and no Shutdown ended
+// its hold. The inputs left out as their callers gave up do not count.
+func (r *retries[K, I, O]) holds(f *Ferry[K, I, O], j job[K, I, O]) bool {
+	if !f.hold || j.park != nil && j.park.stop != nil {
+		return false
+	}
+	return len(r.idx) > 0 && j.ctx.Err() == nil
+}
+
 // park hands j's batch back to its loop, to retry its failed inputs after
-// d (opPark): the worker is idle once it is sent. The batch's state goes
-// with it: r keeps none of it.
-func (r *retries[K, I, O]) park(j job[K, I, O], d time.Duration) {
+// d (opPark), or, with hold set, to hold them until Resume, as the batch
+// failed for good with hold (HoldPaused): the worker is idle once it is
+// sent. The batch's state goes with it: r keeps none of it.
+func (r *retries[K, I, O]) park(j job[K, I, O], d time.Duration, hold error) {
 	pb := &parkedBatch[K, I, O]{batch: j.batch, ctx: j.ctx, after: j.after, fin: j.fin, d: d,
 		outs: r.outs, errs: r.errs, idx: r.idx, bs: r.bs, attempt: r.attempt}
 	pb.w = &waiter[K, I, O]{pb: pb}
-	r.outs, r.errs, r.idx, r.bs, r.attempt = nil, nil, nil, nil, 0
-	j.s.send(msg[K, I, O]{op: opPark, key: j.key, worker: j.id, park: pb})
+	r.outs, r.errs, r.idx, r.bs, r.attempt, r.last = nil, nil, nil, nil, 0, nil
+	j.s.send(msg[K, I, O]{op: opPark, key: j.key, worker: j.id, park: pb, fail: hold})
 }
 
 // blame makes the errors of the inputs still to retry match cause, if the
@@ -141,7 +159,7 @@ func (r *retries[K, I, O]) goexit(f *Ferry[K, I, O], key K, batch []*waiter[K, I
 // done forgets the batch, once answered.
 func (r *retries[K, I, O]) done() {
 	clear(r.bs)
-	r.outs, r.errs, r.bs, r.attempt = nil, nil, r.bs[:0], 0
+	r.outs, r.errs, r.bs, r.attempt, r.last = nil, nil, r.bs[:0], 0, nil
 	if cap(r.idx) > keepCap {
 		r.idx = nil
 	}

@@ -88,7 +88,7 @@ func TestShareNeed(t *testing.T) {
 		}
 		var ps pauses[string]
 		for _, k := range tc.paused {
-			ps.pause(k, errBoom, 0)
+			ps.pause(k, errBoom, 0, false)
 		}
 		sh := share[string, in, int]{lim: lim}
 		assert.Equal(t, tc.want, sh.need(tc.ms, st, &ps), tc.name)

@@ -107,7 +107,7 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 			running = true
 			outs, errs, all := invoke(ctx, f, j.key, ins)
 			running = false
-			if f.retry == nil || errs == nil && all == nil {
+			if f.retry == nil && !f.hold || errs == nil && all == nil {
 				subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start), nil)
 				answered = true
 			} else {
@@ -118,7 +118,10 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 		case answered:
 		case retry:
 			clear(ins)
-			rt.park(j, d)
+			rt.park(j, d, nil)
+		case rt.holds(f, j):
+			clear(ins)
+			rt.park(j, 0, rt.last)
 		default:
 			subs = finish(j, ins, rt.outs, rt.errs, nil, subs[:0], Batch[K]{}, rt.bs)
 			rt.done()
