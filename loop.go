@@ -324,7 +324,7 @@ func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	switch { // after endDirect, which may give the key's completions back
 	case held:
 		l.holdDirect(m.key, m.fail)
-	case m.fail != nil && (!l.f.hold || m.worker == byCaller): // a worker's holds with opPark
+	case m.fail != nil && !l.f.hold: // with HoldPaused a worker's holds with opPark, and nothing holds once shutting down
 		l.pause(m.key, m.fail)
 	}
 }
