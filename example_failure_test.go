@@ -150,3 +150,123 @@ func ExampleConfig_waitForRoom() {
 	// [acme/signup globex/login initech/login]
 	// gave up waiting: true safe to send again: true
 }
+
+// OnPause starts a resume probe for each pause, which needs no bookkeeping:
+// it waits until the store answers, then resumes the key. Paused lists the
+// keys paused meanwhile, in the order they paused.
+func ExampleConfig_onPause() {
+	var mu sync.Mutex
+	down := true
+	store := func(ctx context.Context, tenant string, events []Event) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if tenant == "acme" && down {
+			return nil, errors.New("acme's shard is down")
+		}
+		return make([]string, len(events)), nil
+	}
+	told := make(chan string, 1)
+	resumed := make(chan struct{})
+	var f *ferry.Ferry[string, Event, string]
+	f, err := ferry.New(store, ferry.Config[string, Event]{
+		Key:          func(e Event) string { return e.Tenant },
+		PauseOnError: true,
+		OnPause: func(tenant string, err error) {
+			told <- tenant + ": " + err.Error()
+			go func() { // the probe: OnPause itself returns at once
+				defer close(resumed)
+				for {
+					mu.Lock()
+					up := !down
+					mu.Unlock()
+					if up {
+						f.Resume(tenant)
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}()
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	_, err = f.Do(ctx, Event{"acme", "signup"})
+	fmt.Println("first:", err)
+	fmt.Println("told:", <-told)
+	fmt.Println("paused:", f.Paused())
+
+	mu.Lock()
+	down = false // acme's shard is back: the probe resumes it
+	mu.Unlock()
+	<-resumed
+	fmt.Println("paused:", f.Paused())
+	_, err = f.Do(ctx, Event{"acme", "login"})
+	fmt.Println("resumed:", err)
+	// Output:
+	// first: acme's shard is down
+	// told: acme: acme's shard is down
+	// paused: [acme]
+	// paused: []
+	// resumed: <nil>
+}
+
+// HoldPaused holds a failed key's inputs, in order, while its store is
+// down, admits more behind them, and runs them all at Resume: no caller is
+// answered ErrPaused, and no worker waits meanwhile.
+func ExampleConfig_holdPaused() {
+	var mu sync.Mutex
+	down := true
+	store := func(ctx context.Context, tenant string, events []Event) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return nil, errors.New("the database is down")
+		}
+		ids := make([]string, len(events))
+		for i, e := range events {
+			ids[i] = tenant + "/" + e.Name
+		}
+		return ids, nil
+	}
+	held := make(chan string, 1)
+	f, err := ferry.New(store, ferry.Config[string, Event]{
+		Key:          func(e Event) string { return e.Tenant },
+		PauseOnError: true,
+		HoldPaused:   true,
+		OnPause:      func(tenant string, err error) { held <- tenant },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	done := make(chan string, 3)
+	submit := func(name string) {
+		err := f.Submit(ctx, Event{"acme", name}, func(id string, err error) { done <- fmt.Sprint(id, " ", err) })
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	submit("signup")
+	submit("login")
+	fmt.Println("held:", <-held)
+	submit("logout") // admitted behind them
+	fmt.Println("paused:", f.Paused())
+
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	f.Resume("acme")
+	for range 3 {
+		fmt.Println(<-done)
+	}
+	// Output:
+	// held: acme
+	// paused: [acme]
+	// acme/signup <nil>
+	// acme/login <nil>
+	// acme/logout <nil>
+}

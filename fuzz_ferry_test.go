@@ -54,6 +54,9 @@ type ferryRun struct {
 	failed     map[string][]int // by key, the failed inputs of its last call
 	retrying   map[string][]int // by key, the inputs a Retry said to call again
 	retried    int              // calls that were retries
+	// With PauseOnError: OnPause's calls, and whether it resumes the key.
+	onPauses      int
+	resumeOnPause bool
 
 	called map[int]bool             // inputs that reached a call
 	many   map[int]bool             // inputs of a DoMany
@@ -155,7 +158,7 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 		}
 	}
 	mode := r.modes[ins[0].ID]
-	retry := r.cfg.Retry != nil && r.checkRetry(key, ins)
+	retry := (r.cfg.Retry != nil || r.cfg.HoldPaused) && r.checkRetry(key, ins)
 	if !retry {
 		r.checkOrder(key, ins)
 	}
@@ -166,6 +169,8 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 		if r.tries[ins[0].ID]++; r.tries[ins[0].ID] > r.failN {
 			mode &^= 3 // it answers now
 		}
+	}
+	if r.cfg.Retry != nil || r.cfg.HoldPaused {
 		r.failed[key] = nil
 		for _, x := range ins {
 			if mode%4 == 1 || mode%4 == 2 || mode%4 == 3 && x.ID%2 == 1 {
@@ -187,11 +192,14 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
 		r.mu.Lock()
-		if r.cfg.Retry != nil { // every input failed
+		if r.cfg.Retry != nil || r.cfg.HoldPaused { // every input failed
 			r.failed[key] = nil
 			for _, x := range ins {
 				r.failed[key] = append(r.failed[key], x.ID)
 			}
+		}
+		if cause == ErrCallTimeout {
+			r.held(key, direct)
 		}
 		switch {
 		case cause == ErrCallTimeout && r.cfg.CallTimeout == 0:
@@ -226,6 +234,11 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 		for _, x := range ins {
 			r.ok[x.ID] = mode%4 == 0 || x.ID%2 == 0
 		}
+		r.mu.Unlock()
+	}
+	if mode%4 != 0 {
+		r.mu.Lock()
+		r.held(key, direct)
 		r.mu.Unlock()
 	}
 	switch mode % 4 {
@@ -288,6 +301,36 @@ func (r *ferryRun) retry(k any, attempt int, err error) (time.Duration, bool) {
 	}
 	r.retrying[key] = r.failed[key]
 	return r.backoff, true
+}
+
+// held expects, with HoldPaused, the next call of key, whose batched call
+// fails now, to call its failed inputs again (unless Retry does first),
+// once Resume ends the hold; a direct call's failure holds only the inputs
+// behind it. r.mu is held.
+func (r *ferryRun) held(key string, direct bool) {
+	if r.cfg.HoldPaused && !direct && len(r.failed[key]) > 0 {
+		r.retrying[key] = r.failed[key]
+	}
+}
+
+// onPause checks that OnPause is told of a failure, off the loop, and
+// resumes the key if the run says so, as a probe would: a few times, as a
+// call that fails at once would otherwise fail and resume for ever.
+func (r *ferryRun) onPause(k any, err error) {
+	r.userClose()
+	r.mu.Lock()
+	r.onPauses++
+	if fn := onLoop(); fn != "" {
+		r.fail("OnPause ran on the loop, in %s", fn)
+	}
+	if err == nil || errors.Is(err, ErrPaused) {
+		r.fail("OnPause for %v told %v", k, err)
+	}
+	resume := r.resumeOnPause && r.onPauses <= 4
+	r.mu.Unlock()
+	if resume {
+		r.f.Resume(k)
+	}
 }
 
 // checkRetry checks a call for key after a Retry said to call again: its
@@ -554,6 +597,13 @@ func runFerry(t *testing.T, data []byte) {
 	}
 	if opts&8 == 0 {
 		cfg.OnBatch = r.onBatch
+	}
+	if cfg.PauseOnError { // a pause that holds, OnPause, and a probe that resumes from it
+		cfg.HoldPaused, r.cfg.HoldPaused = more&64 != 0, more&64 != 0
+		if more&128 != 0 {
+			cfg.OnPause = r.onPause
+			r.resumeOnPause = more&32 != 0
+		}
 	}
 	f, err := New(r.call, cfg)
 	if err != nil {
@@ -878,8 +928,8 @@ func checkAnswer(t *testing.T, c *fuzzCaller, exited map[int]bool, cfg Config[an
 		}
 	case errors.Is(err, ErrRejected) && cfg.WaitForRoom && !c.never:
 		t.Fatalf("input %d: %v, with WaitForRoom, though a room could hold it", c.x.ID, err)
-	case errors.Is(err, ErrPaused) && !cfg.PauseOnError:
-		t.Fatalf("input %d: %v without PauseOnError", c.x.ID, err)
+	case errors.Is(err, ErrPaused) && (!cfg.PauseOnError || cfg.HoldPaused):
+		t.Fatalf("input %d: %v without PauseOnError, or with HoldPaused", c.x.ID, err)
 	case errors.Is(err, ErrPaused) && !errors.Is(err, errFuzzCall) && !errors.As(err, &p) && !errors.Is(err, errGoexit) &&
 		!errors.Is(err, ErrCallTimeout):
 		t.Fatalf("input %d: %v, not the failure that paused its key", c.x.ID, err)

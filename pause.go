@@ -14,8 +14,11 @@ import (
 // that their next input of the key finds it paused. The key's waiting inputs
 // are answered then, and every later one at its admission, with the error
 // pauses keeps for the key, until Resume. A paused key holds no lane: what
-// it costs is one entry here. The loop's handlers for it (pause, notified)
-// follow pauses; the notifier of a paused key's Submits is worker.go's.
+// it costs is one entry here. With HoldPaused a pause refuses nothing: the
+// failed batch, parked with no deadline, holds the key's lane and its inputs
+// until Resume (hold). The loop's handlers (pause, hold, notified, ...)
+// follow pauses; the notifier of a paused key's Submits and OnPause is
+// worker.go's.
 
 // pauses is a loop's paused keys, each with the error it answers its
 // inputs with, which matches ErrPaused and the failure that paused the key,
