@@ -47,17 +47,24 @@ type Config[K comparable, I any] struct {
 	// Retry decides, after a call for key fails (an error, a panic, or
 	// CallTimeout; with an Errors, for the inputs it failed), whether to call
 	// again: attempt is the attempt that failed (1 for the first), err its
-	// error. With ok, the same worker (or a direct call's caller) waits
-	// backoff and calls again with the inputs still failed whose callers
-	// still wait, in their order; the answers come once, at the end. It runs
-	// on that goroutine; a panic in it is recovered as no retry. A backoff
-	// holds the worker (and its slot) and the key: no other call for the key
-	// starts, and nothing that joined its lane later overtakes the inputs
-	// retried. Close, or (for a direct call) the caller's ctx ending, ends a
-	// backoff at once with the last error (matching ErrClosed on close); with
-	// CancelAbandoned, so does every caller of the batch giving up. Close
-	// from Retry starts the close and returns at once; Flush and Shutdown
-	// from it return an error at once (as from a done). nil: never.
+	// error. With ok, the inputs still failed whose callers still wait are
+	// called again, in their order, after backoff; the answers come once,
+	// at the end. It runs on the worker (or the direct call's caller) whose
+	// call failed; a panic in it is recovered as no retry. A batched call's
+	// backoff holds no worker: the batch is parked in its key's lane until
+	// the backoff is over (or Resume(key)), and the worker and its slot go
+	// on with other keys' batches. A backoff holds the key: no other call
+	// for it starts, and the inputs that join its lane meanwhile wait (in
+	// the room, within MaxQueued and MaxQueuedWeight, which the parked
+	// inputs, in flight, do not count in) and go after the retried ones. A
+	// direct call's caller retries it itself, holding the key. Close, or
+	// (for a direct call) the caller's ctx ending, ends a backoff at once
+	// with the last error (matching ErrClosed on close); with
+	// CancelAbandoned, so does every caller of the batch giving up. Flush
+	// and Shutdown wait for a backoff to run out. Close from Retry starts the
+	// close and returns at once; Flush and Shutdown from it return an error
+	// at once (as from a done). A backoff <= 0 retries at once; one past
+	// 292 years is capped there. nil: never.
 	Retry func(key K, attempt int, err error) (backoff time.Duration, ok bool)
 
 	// PauseOnError pauses a key once a call for it fails for good: it
@@ -251,8 +258,9 @@ type Stats struct {
 	// (recovered and dropped).
 	OnPausePanics uint64
 	// Parked is the number of keys whose failed batch waits out a backoff
-	// now (Config.Retry): parked, holding no worker, or due and not yet
-	// taken up again. Their inputs are in Busy's sense in flight, not Queued.
+	// now (Config.Retry), or is held until Resume (Config.HoldPaused),
+	// holding the key and no worker (or due, and not yet taken up again).
+	// Its inputs are in neither Queued nor Busy.
 	Parked int
 	// WaitingForRoom is the number of inputs waiting for room now
 	// (Config.WaitForRoom): not admitted, and not in Queued.

@@ -587,10 +587,10 @@ func runFerry(t *testing.T, data []byte) {
 		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}, closeErr: make(chan error, 1), returned: map[int]bool{},
 		tries: map[int]int{}, failed: map[string][]int{}, retrying: map[string][]int{},
 		called: map[int]bool{}, last: map[string]map[int64]int{}, many: map[int]bool{}, back: map[int]bool{}}
-	if opts&128 != 0 { // a Retry policy: attempts, backoff (0, 1ms or huge), a panic, calls that fail
+	if opts&128 != 0 { // a Retry policy: attempts, backoff (0, 1ms, huge or MaxInt64: parked till Resume or Close), a panic, calls that fail
 		p := b.next()
 		r.retryN, r.failN = 1+p%4, p/4%4
-		r.backoff = []time.Duration{0, time.Millisecond, math.MaxInt64 / 2, 0}[p/16%4]
+		r.backoff = []time.Duration{0, time.Millisecond, math.MaxInt64 / 2, math.MaxInt64}[p/16%4]
 		r.retryPanic = p/64%4 == 0
 		r.retryEnd = []int{0, 1, 2, 0}[p/64%4]
 		cfg.Retry, r.cfg.Retry = r.retry, r.retry
@@ -758,7 +758,8 @@ func runFerry(t *testing.T, data []byte) {
 			if s.Queued > cfg.MaxQueued || s.Weight < 0 || cfg.MaxQueuedWeight > 0 && s.Weight > cfg.MaxQueuedWeight {
 				t.Fatalf("room over its limits: %+v", s)
 			}
-			if s.Waiting < 0 || !cfg.WaitForRoom && s.Waiting > 0 || s.Paused < 0 || !cfg.PauseOnError && s.Paused > 0 {
+			if s.Waiting < 0 || !cfg.WaitForRoom && s.Waiting > 0 || s.Paused < 0 || !cfg.PauseOnError && s.Paused > 0 ||
+				s.Parked < 0 || cfg.Retry == nil && s.Parked > 0 || s.Parked > s.Lanes {
 				t.Fatalf("stats: %+v", s)
 			}
 		}
@@ -845,7 +846,7 @@ func runFerry(t *testing.T, data []byte) {
 		}
 	}
 	s := f.Stats()
-	if s.Queued != 0 || s.Weight != 0 || s.Busy != 0 || s.Lanes != 0 || s.Waiting != 0 {
+	if s.Queued != 0 || s.Weight != 0 || s.Busy != 0 || s.Lanes != 0 || s.Waiting != 0 || s.Parked != 0 {
 		t.Fatalf("after Close: %+v", s)
 	}
 	if s.Batches+s.DirectCalls+uint64(r.retried) < uint64(r.calls) || s.Batches > uint64(r.calls) {
@@ -969,6 +970,13 @@ var ferrySeeds = [][]byte{
 	{1, 0, 0, 1, 3, 0, 1, 128 | 8, 0, 1 + 2*4 + 16 + 64, 0, 0, 0, 1, 0, 0, 1, 0, 0, 1, 4, 1, 4, 1, 4, 1, 4, 3},
 	// Retry with a huge backoff, then Close
 	{1, 0, 0, 1, 3, 0, 0, 128 | 8, 0, 2 + 4 + 32 + 64, 0, 0, 0, 1, 0, 0, 1, 0, 0, 2, 4, 1, 6, 0, 0},
+	// 1 worker, Retry with a MaxInt64 backoff: a's call fails and parks; b's call runs; a's
+	// next input waits behind the park; Resume a; a fails and parks again; Close
+	{0, 0, 0, 0, 3, 0, 0, 128, 0, 118, 0, 0, 0, 0, 0, 2, 4, 1, 0, 1, 0, 0, 0, 0, 4, 1,
+		0, 0, 0, 0, 0, 0, 7, 12, 3, 0, 4, 1, 0, 0, 0, 0, 0, 2, 4, 1},
+	// the same with CancelAbandoned: a's caller gives up during the park, which ends it
+	{0, 0, 0, 0, 3, 0, 0, 129, 0, 118, 0, 0, 0, 0, 0, 2, 4, 1, 0, 0, 0, 0, 0, 0, 3, 0, 4, 1,
+		0, 1, 0, 0, 0, 0, 4, 1},
 	// direct calls: a runs, a waits and its batch runs Goexit, b's direct call runs Goexit; a again
 	{0, 0, 0, 0, 3, 0, 1, 0, 0, 0, 0, 1, 0, 5, 0, 0, 1, 0, 16, 0, 1, 1, 0, 16, 4, 2, 0, 0, 1, 0, 0, 4, 3},
 	// batch 2, delay 1ms, 2 workers: a batch that runs Goexit, then a batch that does not

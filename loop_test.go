@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -530,4 +531,100 @@ func TestLoopNeedIsWhatTheCoreTakes(t *testing.T) {
 		took := budget{l.st.queued + l.st.held - n, l.st.weight + l.st.heldWeight - w}
 		require.Equal(t, took, twin.share.need(ms, twin.st, &twin.paused), "seed %d", seed)
 	}
+}
+
+// ltPark is the opPark worker id sends for job j, whose one attempt failed,
+// to retry its inputs idx after d.
+func ltPark(j job[string, in, int], id int, d time.Duration, idx ...int) tm {
+	n := len(j.batch)
+	pb := &parkedBatch[string, in, int]{batch: j.batch, ctx: j.ctx, after: j.after, fin: j.fin, d: d,
+		outs: make([]int, n), errs: make(Errors, n), idx: idx, attempt: 1}
+	pb.w = &tw{pb: pb}
+	return tm{op: opPark, key: j.key, worker: int32(id), park: pb}
+}
+
+// A park frees its worker at once and holds its key: the key's later input
+// waits behind it, other keys run, a Flush waits for it. Resume makes it
+// due: a worker takes the parked batch, less the inputs whose callers gave
+// up, before the key's later input. Mutations: park not releasing the slot
+// (b waits); resume not unparking (no job); takeParked keeping the gone
+// input; startRound not counting parks (the Flush answered early).
+func TestLoopPark(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 2, queued: 8}, nil)
+	a1, a2 := ltDo("a"), ltDo("a")
+	l.s.inc <- tm{op: opAdmit, w: a2}
+	l.receive(tm{op: opAdmit, w: a1})
+	j := <-l.slots.workers[0].jobs
+	require.Equal(t, []*tw{a1, a2}, j.batch)
+	l.receive(ltPark(j, 0, time.Hour, 0, 1))
+	assert.Zero(t, l.slots.busy(), "the worker is free")
+	st := l.stats()
+	assert.Equal(t, 1, st.Parked)
+	assert.Zero(t, st.Busy)
+	assert.True(t, l.alarm.armed(), "for the park's deadline")
+	assert.InDelta(t, float64(l.f.clock()+time.Hour), float64(l.alarm.at), float64(time.Minute))
+
+	a3, b := ltDo("a"), ltDo("b")
+	l.receive(tm{op: opAdmit, w: a3})
+	l.receive(tm{op: opAdmit, w: b})
+	assert.Equal(t, []*tw{b}, jobOf(l, 0), "another key runs on the freed worker")
+	assert.Nil(t, jobOf(l, 1), "a3 waits behind the park")
+	assert.Equal(t, 1, l.stats().Queued)
+	f1 := make(chan error, 1)
+	l.receive(tm{op: opFlush, flushed: f1})
+	l.receive(tm{op: opDrop, w: a1})
+	assert.Equal(t, errKept, word(t, a1.c))
+
+	l.receive(tm{op: opResume, key: "a"})
+	j2 := <-l.slots.workers[1].jobs
+	require.NotNil(t, j2.park, "the parked batch, as a3 waits")
+	assert.Equal(t, []*tw{a1, a2}, j2.batch)
+	assert.Equal(t, []int{1}, j2.park.idx, "a1's caller gave up")
+	assert.Zero(t, l.stats().Parked)
+	assert.Equal(t, uint64(2), l.stats().Batches, "a retry is no new batch")
+
+	for _, k := range []string{"b", "a"} {
+		id := int32(0)
+		if k == "a" {
+			id = 1
+		}
+		l.receive(tm{op: opRelease, key: k, worker: id})
+		l.receive(tm{op: opIdle, worker: id})
+	}
+	assert.Empty(t, f1, "a3 was admitted before the Flush")
+	assert.Equal(t, []*tw{a3}, jobOf(l, 0), "then the key's later input")
+	l.receive(tm{op: opRelease, key: "a", worker: 0})
+	l.receive(tm{op: opIdle, worker: 0})
+	assert.NoError(t, <-f1)
+}
+
+// A Flush that starts during a park waits for it; a close makes a parked
+// batch due at once, with its context ended, and the loop ends only once it
+// has been answered. Mutations: drain leaving parks parked (no job);
+// startRound not counting parks; end not counting a parked batch.
+func TestLoopParkFlushAndClose(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 1, queued: 8}, nil)
+	a := ltDo("a")
+	l.receive(tm{op: opAdmit, w: a})
+	j := <-l.slots.workers[0].jobs
+	f1 := make(chan error, 1)
+	l.receive(ltPark(j, 0, time.Duration(math.MaxInt64), 0))
+	l.receive(tm{op: opFlush, flushed: f1})
+	assert.Empty(t, f1, "the park is owed")
+	l.receive(tm{op: opResume, key: "a"})
+	j2 := <-l.slots.workers[0].jobs
+	require.NotNil(t, j2.park)
+	l.receive(ltPark(j2, 0, time.Duration(math.MaxInt64), 0)) // parked again: still owed
+	assert.Empty(t, f1)
+	l.receive(tm{op: opClose})
+	assert.Equal(t, ErrClosed, <-f1)
+	j3 := <-l.slots.workers[0].jobs
+	require.NotNil(t, j3.park, "due at once")
+	assert.ErrorIs(t, j3.ctx.Err(), context.Canceled)
+	assert.False(t, l.end(), "the parked batch is answered first")
+	l.receive(tm{op: opRelease, key: "a", worker: 0})
+	l.receive(tm{op: opIdle, worker: 0})
+	assert.False(t, l.end(), "its worker stops")
+	l.receive(tm{op: opExit})
+	assert.True(t, l.end())
 }

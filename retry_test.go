@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Retries of a failed call (issue 24, rule 1): in the lane, holding the key.
+// Retries of a failed call (issue 24, rule 1): in the lane, holding the key
+// (a batch's parked there: see park_test.go).
 
 // flaky is a Call that records its calls, with their fake times, and fails
 // an input (errBoom) while fail says so, given how many calls have seen it.
@@ -103,12 +104,12 @@ func doManyAsync(f *Ferry[string, in, int], ctx context.Context, ins ...in) chan
 	return c
 }
 
-// The same worker calls again after each backoff, to the nanosecond, holding
+// The batch is called again after each backoff, to the nanosecond, holding
 // the key: an input that joined the lane meanwhile waits for the last
 // attempt, and goes after. OnBatch hears of every attempt, once it is over.
-// Mutations: no retry (one call for [1 2]); the release sent before the
-// retries ([3] is called at once, between them); Attempt left at 1;
-// Retried set on the last attempt too.
+// Mutations: no retry (one call for [1 2]); take handing out the lane's
+// items before the parked batch ([3] between the attempts); Attempt left
+// at 1; Retried set on the last attempt too.
 func TestRetryInTheLane(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(x in, seen int) bool { return x.ID < 3 && seen < 3 })
@@ -215,9 +216,8 @@ func TestRetryLeavesOutTheGone(t *testing.T) {
 }
 
 // With CancelAbandoned, a backoff ends once every caller of the batch has
-// given up: the worker is free at once, and nothing is called again.
-// Mutation: backoff not watching the job's context (the retry is made an
-// hour later, and the worker held till then).
+// given up: the key is free at once, and nothing is called again.
+// Mutation: abandonParked not unparking (the key parked an hour).
 func TestRetryAbandoned(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(in, int) bool { return true })
@@ -233,15 +233,16 @@ func TestRetryAbandoned(t *testing.T) {
 		cancel()
 		synctest.Wait()
 		assert.ErrorIs(t, got(t, a).err, context.Canceled)
-		assert.Zero(t, f.Stats().Busy, "the key is free")
+		assert.Zero(t, f.Stats().Parked, "the key is free")
 		assert.Equal(t, time.Duration(0), time.Since(start))
 		assert.Len(t, c.got(t), 1)
 	})
 }
 
 // Close during a backoff ends it at once: the input gets its last error,
-// matching ErrClosed. Mutation: backoff not watching the job's context (Close
-// returns an hour later, after a second call).
+// matching ErrClosed. Mutations: drain leaving parks parked (Close returns
+// an hour later); retries.again not checking the batch's context (a second
+// call).
 func TestRetryClosedInBackoff(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		c := newFlaky(func(in, int) bool { return true })
