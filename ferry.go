@@ -429,7 +429,8 @@ func (f *Ferry[K, I, O]) Stats() Stats {
 // input of key given to Do, Submit or DoMany after Resume returns is admitted
 // as usual (from the same goroutine, or one that saw Resume return). It also
 // ends key's backoff (Config.Retry) if its batch is parked: the batch is
-// retried as soon as a worker is free. It is a no-op if key is neither
+// retried as soon as a worker is free; so too a held key's failed batch
+// (Config.HoldPaused), before the inputs held behind it. It is a no-op if key is neither
 // paused nor parked, or the ferry closed. It blocks only to hand
 // the word to the key's shard (never for a call or any user code, so it may
 // be called holding a lock of yours), and may be called from user code (a
