@@ -18,7 +18,8 @@
  *             gaveUp), release (state.release, endDirect, pause:
  *             pauses.pause, state.clearLane, reply, notifyPaused's start),
  *             park (opPark: loop.park, state.park, the worker's slot back;
- *             with HOLD a held batch, paused), idleWorker, reported,
+ *             with HOLD loop.hold, state.parkHeld, OnPause's notifier
+ *             started), holdDirect, idleWorker, reported,
  *             notified, opResume (loop.resume: pauses.resume, state.unpark),
  *             close (state.drain, which makes a parked lane ready,
  *             callDoneAll's start, the batches' context cancelled, the
@@ -38,7 +39,7 @@
  *   pauser    notifyPaused: a paused key's waiting Submits' done, OnPause
  *   notifier  callDoneAll, started by close
  *   chain     chainFin, from endClaim
- *   resumer   Ferry.Resume
+ *   resumer   Ferry.Resume (PROBE: called from a probe OnPause starts)
  *   closer    Ferry.Close (its message: the loop's end is ferry.pml's)
  *
  * Configuration (-D on spin's command line):
@@ -51,8 +52,13 @@
  *              hour-long backoff); default: at any time
  *   PAUSE=0|1  Config.PauseOnError (default 1)
  *   HOLD=1     Config.HoldPaused: a batch that fails for good is held in
- *              its lane, unanswered, until Resume or Close (batched calls)
- *   ONPAUSE=1  Config.OnPause (batched calls)
+ *              its lane, unanswered, until Resume or Close; a direct call
+ *              that does holds the lane with no input (holdDirect)
+ *   ONPAUSE=1  Config.OnPause (batched calls); with HOLD, a held batch's
+ *              OnPause comes before the batch's own completions
+ *   PROBE=1    with HOLD, ONPAUSE and RESUME: the resumer is a resume probe
+ *              that OnPause starts: it calls Resume once OnPause has run,
+ *              and the calls succeed from then on
  *   ONBATCH    1 (default): OnBatch is set, so every batch and every direct
  *              call has completions; 0: only a batch with a Submit has
  *              (or, with ONPAUSE, every batch)
@@ -78,7 +84,9 @@
  * continuation was taken, reaches an attempt; the key's completions (done,
  * OnBatch, a paused key's done and OnPause, close's done) never overlap and
  * run in the order their holders took their place (lastc); OnPause runs
- * after the failed call's answers; a paused key admits nothing and holds
+ * after the failed call's answers, and a held batch's before its own
+ * completions (with PROBE, else the probe's Resume never comes: an invalid
+ * end state); a paused key admits nothing and holds
  * no waiting input, unless it holds (HOLD), and then nobody is answered
  * ErrPaused; a caller whose Do failed for good (or was answered ErrPaused)
  * finds the key paused at its next Do, unless a Resume came in between or
@@ -132,6 +140,17 @@
 #ifndef KEYB
 #define KEYB 0
 #endif
+#ifndef PROBE
+#define PROBE 0
+#endif
+/* a new fin's id: with HOLD and ONPAUSE ids go by 3, so that a held
+ * batch's OnPause, put before the batch's own completions, takes one of the
+ * two ids below the batch's fin (its place in their order) */
+#if HOLD && ONPAUSE
+#define NEWFIN nfin = nfin + 3
+#else
+#define NEWFIN nfin++
+#endif
 #define RUNS(c) ((CALLERS >> (c)) & 1)
 #define CANCELS(c) ((CANCEL >> (c)) & 1)
 
@@ -183,6 +202,13 @@ byte cb[BS];             /* its batch: input + 1 */
 byte cn, cidx, catt;     /* its length; the indexes to call again (bits); the attempt last over */
 byte caf, cfi;           /* its place among the key's completions: after and fin */
 byte cbh;                /* ghost: the highest sq of its batch (bhi) */
+#if HOLD && ONPAUSE
+byte cins;               /* OnPauses put before the held batch's completions so far */
+#endif
+#if PROBE
+bit  onp;                /* ghost: OnPause has run (the probe's Resume waits for it) */
+bit  up;                 /* ghost: the probe has resumed; calls succeed from then on */
+#endif
 byte jaf[NW];            /* the job's after, as the loop gave it */
 byte watt[NW], widx[NW]; /* a continuation's job: its attempt last over (0: a fresh batch), indexes */
 #if KEYB
@@ -211,6 +237,11 @@ byte lastc;              /* the id of the last holder whose completions started 
 bit  f0;                 /* caller 0's first Do failed for good, or was answered ErrPaused */
 bit  rap;                /* a Resume has been handled since the last pause */
 byte ndone;              /* callers returned; and the resumer and closer */
+#if PROBE
+#define UP up
+#else
+#define UP 0
+#endif
 #if ONPAUSE
 byte rmask;              /* the inputs of the batch whose release paused the key (bit: input) */
 #endif
@@ -259,7 +290,7 @@ inline cstart(f) {
 	assert(f > lastc); lastc = f                 /* in the order the places were taken */
 }
 inline cend(f) {
-	assert(incomp); incomp = 0;
+	assert(incomp && f < 31); incomp = 0;
 	closedf = closedf | (1 << f)                 /* close(fin) */
 }
 
@@ -311,7 +342,7 @@ inline admit() {
 		nsq++; sq[x] = nsq;
 		if
 		:: ONBATCH ->                            /* its OnBatch's place */
-			dafter = completing; nfin++; dfin = nfin; completing = dfin
+			dafter = completing; NEWFIN; dfin = nfin; completing = dfin
 		:: else -> skip
 		fi;
 		word(x, CLAIMED)
@@ -393,7 +424,7 @@ inline pause() {
 #endif
 	if
 	:: ps > 0 || ONPAUSE ->                      /* the Submits' done, OnPause */
-		nfin++; pa = completing;
+		NEWFIN; pa = completing;
 #ifndef MUT_PAUSE_NO_PLACE
 		completing = nfin;                       /* MUTATION (left out): no place taken */
 #endif
@@ -407,6 +438,38 @@ inline pause() {
 	:: else -> skip
 	fi
 }
+
+/* loop.hold: the key held (state.parkHeld) and paused; with OnPause, if it
+ * was not paused, its notifier goes between the key's earlier completions
+ * and the held batch's own (pb.after), or after the key's last if the batch
+ * has no place (a direct call's hold) */
+#if HOLD && ONPAUSE
+inline holdKey() {
+	pk = 3;
+	if
+	:: !paused ->
+		notify++;
+#ifndef MUT_HOLD_ONPAUSE_AFTER
+		if
+		:: cfi != 0 ->
+			assert(cins < 2);
+			run pauser(caf, cfi - 2 + cins, 0, 0);
+			caf = cfi - 2 + cins; cins++
+		:: else ->
+#endif
+			NEWFIN; pa = completing; completing = nfin;   /* MUTATION: after the held batch's */
+			run pauser(pa, nfin, 0, 0); pa = 0
+#ifndef MUT_HOLD_ONPAUSE_AFTER
+		fi
+#endif
+	:: else -> skip
+	fi;
+	paused = 1; rap = 0
+}
+#define HOLDKEY() holdKey()
+#else
+#define HOLDKEY() pk = 3; paused = 1; rap = 0
+#endif
 
 /* handle(opRelease): state.release, the worker's or endDirect, then pause */
 inline release() {
@@ -438,8 +501,19 @@ inline release() {
 		dafter = 0; dfin = 0
 	:: else -> skip
 	fi;
+#if HOLD && ONPAUSE
+	cins = 0;
+#endif
 	if
+#if HOLD
+	:: (b & FAILED) && a >= BYCALLER && !closing ->   /* holdDirect: a hold of no input */
+		lbusy = 0; lex = 1; holders++;
+		cn = 0; cidx = 0; catt = 1; caf = 0; cfi = 0; cbh = 0;
+		HOLDKEY()
+	:: (b & FAILED) && !(a >= BYCALLER && !closing) -> assert(PAUSE); pause()
+#else
 	:: b & FAILED -> assert(PAUSE); pause()
+#endif
 	:: else -> skip
 	fi;
 #if ONPAUSE
@@ -492,7 +566,7 @@ inline lclose() {
 #endif
 		if
 		:: ps > 0 ->
-			notify++; nfin++;                    /* its id orders it only: no place */
+			notify++; NEWFIN;                    /* its id orders it only: no place */
 			run notifier(completing, nfin, ps - 1);
 			ps = 0
 		:: else -> skip
@@ -563,7 +637,7 @@ inline take() {
 #else
 	:: ONBATCH || ONPAUSE || tn ->               /* its completions come after the key's last */
 #endif
-		nfin++; wfin[tw] = nfin;
+		NEWFIN; wfin[tw] = nfin;
 		jaf[tw] = completing;
 		jobs[tw]!completing, nfin;
 		completing = nfin
@@ -591,7 +665,7 @@ inline park() {
 	widle[a] = 1;                                /* MUTATION (left out): the slot kept */
 #endif
 	if
-	:: b & HELDF -> pk = 3; paused = 1; rap = 0  /* held: Paused lists the key */
+	:: b & HELDF -> HOLDKEY()                    /* held: Paused lists the key */
 	:: else -> pk = 1
 	fi;
 #ifndef MUT_PARK_AFTER_CLOSE
@@ -723,7 +797,7 @@ inline attemptEnds() {
 			y = wb[id*BS + i] - 1;
 			if
 			:: res[y] = OK
-			:: res[y] = FAIL
+			:: !UP -> res[y] = FAIL
 			fi
 		:: else -> skip
 		fi;
@@ -1032,7 +1106,13 @@ proctype pauser(byte after, fin, y, m) {
 		:: else -> skip
 		fi
 	};
-	atomic { cend(fin); inc!NOTIFIED, fin, 0 }
+	atomic {
+		cend(fin); inc!NOTIFIED, fin, 0;
+#if PROBE
+		onp = 1;
+#endif
+		skip
+	}
 }
 
 /* callDoneAll at close: the drained Submit's done after every completion in
@@ -1053,8 +1133,17 @@ proctype chain(byte after, fin) {
 	closedf = closedf | (1 << fin)
 }
 
+/* Resume, at any time; PROBE: the resume probe OnPause starts, once it
+ * has run, after which the calls succeed (the outage is over) */
 proctype resumer() {
+#if PROBE
+	ndone++;                                     /* no caller waits for it */
+end_r:
+	onp;                                         /* OnPause has run, if ever */
+	atomic { inc!RESUMEM, 0, 0; up = 1 }
+#else
 	atomic { inc!RESUMEM, 0, 0; ndone++ }
+#endif
 }
 
 proctype closer() {
@@ -1067,11 +1156,14 @@ proctype closer() {
 #if KEYB && (DIRECT || CANCELS(2) || !RUNS(2))
 #error "KEYB: key B's caller 2 makes one batched Do"
 #endif
-#if ONPAUSE && HOLD
-#error "ONPAUSE with HOLD: not modelled"
+#if ONPAUSE && DIRECT
+#error "ONPAUSE: batched calls"
 #endif
-#if HOLD && (DIRECT || !PAUSE)
-#error "HOLD: batched calls, PauseOnError"
+#if HOLD && !PAUSE
+#error "HOLD: with PauseOnError"
+#endif
+#if PROBE && !(HOLD && ONPAUSE && RESUME)
+#error "PROBE: a resume probe from OnPause, with HOLD, ONPAUSE and RESUME"
 #endif
 
 init {
