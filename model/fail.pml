@@ -28,9 +28,9 @@
  *             takeParked, which leaves out the inputs whose callers gave
  *             up; else the items, with the batch's place among the key's
  *             completions)
- *   worker    work, retries.run (askRetry: yes parks, opPark), a
- *             continuation's next attempt (or blame, if the ctx ended),
- *             finish (failedForGood, the release, reply, <-j.after,
+ *   worker    work, retries.first and settle (askRetry: a yes parks,
+ *             retries.park, opPark), retries.again (a continuation's next
+ *             attempt, or blame if the ctx ended), finish (failedForGood, the release, reply, <-j.after,
  *             callDone, OnBatch, close(j.fin), opIdle); key B's batch
  *   caller    Ferry.Do (await, abandon, finishDo) and direct
  *             (invoke, retryDirect, failedForGood, releaseDirect, <-w.after,
@@ -554,7 +554,9 @@ inline lclose() {
 		:: else -> skip
 		fi;
 		if                                       /* state.drain: a continuation is ready at once */
-		:: pk == 1 -> pk = 2
+#ifndef MUT_DRAIN_KEEPS_PARKS
+		:: pk == 1 -> pk = 2                     /* MUTATION (left out): a park runs out */
+#endif
 		:: pk == 3 -> pk = 4
 		:: else -> skip
 		fi;
