@@ -1,10 +1,14 @@
 /*
  * fail.pml: a SPIN model of what one key's calls do when they fail, as the Go
- * code does it since issue 24: retries in the lane (Config.Retry: retry.go,
- * worker.go, call.go), completions in order per key (loop.completing,
+ * code does it since issues 24 and 37: a batch's retries parked in its lane
+ * (Config.Retry: the backoff parks the lane in the core and frees the
+ * worker: retry.go, worker.go, park.go, state.park), a direct call's retries
+ * on its caller (call.go), completions in order per key (loop.completing,
  * job.after and job.fin, a direct call's w.after and w.fin: loop.go,
- * direct.go, worker.go, call.go) and a key paused once a call of it fails for good
- * (Config.PauseOnError: pause.go, loop.go), on one shard and one key.
+ * direct.go, worker.go, call.go), a key paused once a call of it fails for
+ * good (Config.PauseOnError: pause.go, loop.go), or held (HoldPaused: its
+ * failed and waiting inputs kept in its lane until Resume), and OnPause; on
+ * one shard, one key (and KEYB, a second key that only needs a worker).
  * Nothing else of the ferry is here: see ferry.pml for the protocol of the
  * callers, the loop and the workers as a whole, and README.md.
  *
@@ -13,21 +17,29 @@
  *             admitSubmit, the paused key's refusal), drop (state.drop,
  *             gaveUp), release (state.release, endDirect, pause:
  *             pauses.pause, state.clearLane, reply, notifyPaused's start),
- *             retryWanted, idleWorker, reported, notified, opResume
- *             (pauses.resume), close (state.drain, callDoneAll's start, the
- *             batches' context cancelled, the direct call's cancel); dispatch
- *             (takeSlot, state.take, the batch's place among the key's
+ *             park (opPark: loop.park, state.park, the worker's slot back;
+ *             with HOLD loop.hold, state.parkHeld, OnPause's notifier
+ *             started), holdDirect, idleWorker, reported,
+ *             notified, opResume (loop.resume: pauses.resume, state.unpark),
+ *             close (state.drain, which makes a parked lane ready,
+ *             callDoneAll's start, the batches' context cancelled, the
+ *             direct call's cancel); the deadline (promote: parked -> ready);
+ *             dispatch (takeSlot, state.take: a ready continuation alone,
+ *             takeParked, which leaves out the inputs whose callers gave
+ *             up; else the items, with the batch's place among the key's
  *             completions)
- *   worker    work, retries.run (askRetry, backoff, opRetry), finish
- *             (failedForGood, the release, reply, <-j.after, callDone,
- *             OnBatch, close(j.fin), opIdle)
+ *   worker    work, retries.first and settle (askRetry: a yes parks,
+ *             retries.park, opPark), retries.again (a continuation's next
+ *             attempt, or blame if the ctx ended), finish (failedForGood, the release, reply, <-j.after,
+ *             callDone, OnBatch, close(j.fin), opIdle); key B's batch
  *   caller    Ferry.Do (await, abandon, finishDo) and direct
  *             (invoke, retryDirect, failedForGood, releaseDirect, <-w.after,
  *             OnBatch, close(w.fin), opReported); or Ferry.Submit
- *             (Ferry.Submit: caller 1, SUBMIT)
- *   pauser    notifyPaused: a paused key's waiting Submits' done
+ *             (Ferry.Submit: caller 1, SUBMIT); caller 2, KEYB: key B's Do
+ *   pauser    notifyPaused: a paused key's waiting Submits' done, OnPause
  *   notifier  callDoneAll, started by close
- *   resumer   Ferry.Resume
+ *   chain     chainFin, from endClaim
+ *   resumer   Ferry.Resume (PROBE: called from a probe OnPause starts)
  *   closer    Ferry.Close (its message: the loop's end is ferry.pml's)
  *
  * Configuration (-D on spin's command line):
@@ -35,14 +47,27 @@
  *              lane claims it and makes the call itself
  *   NA         attempts of a call at most: Retry may say yes while
  *              attempt < NA (default 2; 1: no Retry)
+ *   NW         workers, MaxInFlightBatches: 1 or 2 (default)
+ *   HOUR=1     a park's deadline comes only once nothing else can move (an
+ *              hour-long backoff); default: at any time
  *   PAUSE=0|1  Config.PauseOnError (default 1)
+ *   HOLD=1     Config.HoldPaused: a batch that fails for good is held in
+ *              its lane, unanswered, until Resume or Close; a direct call
+ *              that does holds the lane with no input (holdDirect)
+ *   ONPAUSE=1  Config.OnPause (batched calls); with HOLD, a held batch's
+ *              OnPause comes before the batch's own completions
+ *   PROBE=1    with HOLD, ONPAUSE and RESUME: the resumer is a resume probe
+ *              that OnPause starts: it calls Resume once OnPause has run,
+ *              and the calls succeed from then on
  *   ONBATCH    1 (default): OnBatch is set, so every batch and every direct
  *              call has completions; 0: only a batch with a Submit has
+ *              (or, with ONPAUSE, every batch)
  *   SUBMIT=1   caller 1 Submits (its done is a completion)
  *   CANCEL     bit c: caller c's ctx may end (default 0): while it waits
  *              (abandon), or during its direct call; a Submit's never does
  *   AGAIN=0|1  caller 0 makes a second Do (input 3) once its first returns
  *              (default 1)
+ *   KEYB=1     caller 2's Do is of key B, which never fails
  *   RESUME=1   a resumer calls Resume once, at any time
  *   CLOSER=1   a closer calls Close once, at any time
  *   CALLERS    bit c: caller c runs (default 7: all three)
@@ -51,19 +76,25 @@
  * Properties (assertions, invalid end states; ltl live under weak
  * fairness): one holder of the key at a time, from a batch's (or direct
  * call's) first attempt to its release, across the attempts and their
- * backoffs (holders <= 1), so one call in flight (calls <= 1); the key's
- * inputs reach calls in the order they joined: a batch's first attempt
- * takes only inputs that joined after every input called before, and a
- * retry only some of its own batch's, with nothing called in between
- * (hi); no input dropped, or whose caller returned before the retry's ask
- * was answered, reaches an attempt; the key's completions (done, OnBatch,
- * a paused key's and close's done) never overlap and run in the order their
- * holders took their place (lastc); a paused key admits nothing and holds no
- * waiting input; a caller whose Do failed for good (or was answered
- * ErrPaused) finds the key paused at its next Do, unless a Resume came
- * in between or the ferry closed; every input has exactly one outcome; a
- * loop reply never blocks; at the end nothing is held, waiting or in flight,
- * every worker is idle and every completion has run.
+ * backoffs, parked or held (holders <= 1), so one call in flight (calls <=
+ * 1); the key's inputs reach calls in the order they joined: a batch's
+ * first attempt takes only inputs that joined after every input called
+ * before, and a retry only some of its own batch's, with nothing called in
+ * between (hi); no input dropped, or whose caller returned before its
+ * continuation was taken, reaches an attempt; the key's completions (done,
+ * OnBatch, a paused key's done and OnPause, close's done) never overlap and
+ * run in the order their holders took their place (lastc); OnPause runs
+ * after the failed call's answers, and a held batch's before its own
+ * completions (with PROBE, else the probe's Resume never comes: an invalid
+ * end state); a paused key admits nothing and holds
+ * no waiting input, unless it holds (HOLD), and then nobody is answered
+ * ErrPaused; a caller whose Do failed for good (or was answered ErrPaused)
+ * finds the key paused at its next Do, unless a Resume came in between or
+ * the ferry closed; with HOUR, a park's deadline comes after key B's call
+ * (a park holds no worker) and never after Close (Close ends parks); every
+ * input has exactly one outcome; a loop reply never blocks; at the end
+ * nothing is held, parked, waiting or in flight, every worker is idle and
+ * every completion has run.
  * live: every caller returns and every input has its outcome.
  */
 
@@ -97,28 +128,56 @@
 #ifndef CALLERS
 #define CALLERS 7
 #endif
+#ifndef HOUR
+#define HOUR 0
+#endif
+#ifndef HOLD
+#define HOLD 0
+#endif
+#ifndef ONPAUSE
+#define ONPAUSE 0
+#endif
+#ifndef KEYB
+#define KEYB 0
+#endif
+#ifndef PROBE
+#define PROBE 0
+#endif
+/* a new fin's id: with HOLD and ONPAUSE ids go by 3, so that a held
+ * batch's OnPause, put before the batch's own completions, takes one of the
+ * two ids below the batch's fin (its place in their order) */
+#if HOLD && ONPAUSE
+#define NEWFIN nfin = nfin + 3
+#else
+#define NEWFIN nfin++
+#endif
 #define RUNS(c) ((CALLERS >> (c)) & 1)
 #define CANCELS(c) ((CANCEL >> (c)) & 1)
 
 #define NC    3          /* callers */
 #define NI    4          /* inputs: caller c's first is c; caller 0's second is 3 */
-#define NW    2          /* workers: MaxInFlightBatches */
+#ifndef NW
+#define NW    2          /* workers: MaxInFlightBatches (1 or 2) */
+#endif
 #define BS    2          /* MaxBatchSize */
 #define INCSZ 8          /* s.inc */
 
 #define isSub(x) (SUBMIT && (x) == 1)
+#define isB(x) (KEYB && (x) == 2)  /* caller 2's input is key B's (KEYB) */
 
-mtype = { ADMIT, DROP, RELEASE, RETRY, IDLE, REPORTED, NOTIFIED, RESUMEM, CLOSEM,  /* to the loop */
+mtype = { ADMIT, DROP, RELEASE, IDLE, REPORTED, NOTIFIED, RESUMEM, CLOSEM,  /* to the loop */
+          PARKM, RELEASEB,
           OK, FAIL, PAUSED, CLOSED, DROPPED, KEPT, CLAIMED, ADMITTED };           /* answers, words */
 
 #define FAILED 1         /* a release's flags: m.fail, the call failed for good */
 #define WITHW  2         /* m.w: a direct call's OnBatch runs, its report follows */
 #define BYCALLER 2       /* a release's worker field from 2 up: 2 + the direct caller (Go: byCaller) */
+#define HELDF  32        /* a park's flags: m.held, the call failed for good, held (HoldPaused); */
+                         /* its bits 0-1: the inputs to call again; 2-4: the attempt last over */
 
 chan inc = [INCSZ] of { mtype, byte, byte };  /* s.inc: op, worker or input or fin, flags */
 chan rep[NI] = [1] of { mtype };              /* each input's w.c (a Submit's: its word channel) */
 chan jobs[NW] = [1] of { byte, byte };        /* wk.jobs: the job's after and fin (0: nil) */
-chan askc[NW] = [1] of { bit };               /* the worker's ask.c */
 
 /* ---- the loop's: the key's lane (state.go) ---- */
 bit  lex, lbusy;         /* the key's lane exists; it is busy (a batch or a claim) */
@@ -136,8 +195,28 @@ byte dafter, dfin;       /* l.directs[key]: the claim's after and fin */
 byte rfin[NC];           /* l.reports: caller c's direct call's fin, its OnBatch running */
 bit  gone[NI];           /* w.gone: its caller gave up after a call took it */
 byte notify;             /* l.notify, and len(l.pausing) */
+/* the lane's continuation: a failed batch parked in it (lane.cont) */
+byte pk;                 /* 0 none; 1 parked until its deadline; 2 ready (deadline, Resume or Close); */
+                         /* 3 held (HoldPaused: until Resume or Close); 4 ready after a hold */
+byte cb[BS];             /* its batch: input + 1 */
+byte cn, cidx, catt;     /* its length; the indexes to call again (bits); the attempt last over */
+byte caf, cfi;           /* its place among the key's completions: after and fin */
+byte cbh;                /* ghost: the highest sq of its batch (bhi) */
+#if HOLD && ONPAUSE
+byte cins;               /* OnPauses put before the held batch's completions so far */
+#endif
+#if PROBE
+bit  onp;                /* ghost: OnPause has run (the probe's Resume waits for it) */
+bit  up;                 /* ghost: the probe has resumed; calls succeed from then on */
+#endif
+byte jaf[NW];            /* the job's after, as the loop gave it */
+byte watt[NW], widx[NW]; /* a continuation's job: its attempt last over (0: a fresh batch), indexes */
+#if KEYB
+byte bl;                 /* key B's lane: 0 none; 1 its input waits; 2 busy */
+bit  wkb[NW];            /* the worker's job is key B's */
+bit  bret;               /* ghost: caller 2 (key B's) has returned */
+#endif
 /* ---- shared as in Go ---- */
-byte ridx[NW];           /* the worker's ask.idx: bit j, the batch's input j */
 mtype res[NI];           /* an input's answer so far: r.outs, r.errs (a direct call's r) */
 byte nfin;               /* channels made (fins): the last one's id */
 int  closedf;            /* bit f: fin f is closed */
@@ -158,12 +237,38 @@ byte lastc;              /* the id of the last holder whose completions started 
 bit  f0;                 /* caller 0's first Do failed for good, or was answered ErrPaused */
 bit  rap;                /* a Resume has been handled since the last pause */
 byte ndone;              /* callers returned; and the resumer and closer */
+#if PROBE
+#define UP up
+#else
+#define UP 0
+#endif
+#if ONPAUSE
+byte rmask;              /* the inputs of the batch whose release paused the key (bit: input) */
+#endif
 
 /* loop temporaries, dead between its atomic steps */
 hidden byte a, b, x, k, j, ps, tw, tn, pa;
 hidden mtype op;
 
 #define CLOSEDF(f) ((f) == 0 || (closedf & (1 << (f))) != 0)
+#if NW > 1
+#define IDLEANY (widle[0] || widle[1])
+#define PICKIDLE() if :: widle[0] -> tw = 0 :: else -> tw = 1 fi
+#else
+#define IDLEANY widle[0]
+#define PICKIDLE() tw = 0
+#endif
+/* a lane's items may be taken: not while it holds a continuation */
+#if defined(MUT_PARK_RELEASES_KEY)
+#define ITEMSOK (pk <= 1)                        /* MUTATION: nor while it is parked */
+#elif defined(MUT_PARK_LATER_FIRST)
+#define ITEMSOK (pk == 0 || pk == 2)             /* MUTATION: before the continuation, after a park */
+#elif defined(MUT_HOLD_LATER_FIRST)
+#define ITEMSOK (pk == 0 || pk == 4)             /* MUTATION: before the continuation, after a hold */
+#else
+#define ITEMSOK (pk == 0)
+#endif
+#define NOCONT (pk == 0)                         /* a lane that holds a continuation stays */
 
 /* an input's one outcome: an answer, a word that is one, or a done */
 inline outcome(y) {
@@ -172,7 +277,11 @@ inline outcome(y) {
 
 /* a loop reply on w.c: never blocks */
 inline word(y, v) {
-	assert(len(rep[y]) == 0); rep[y]!v
+	assert(len(rep[y]) == 0);
+#if HOLD
+	assert(v != PAUSED);                         /* HoldPaused: nobody is answered ErrPaused */
+#endif
+	rep[y]!v
 }
 
 /* a holder's completions start (after its after is closed) and end */
@@ -181,7 +290,7 @@ inline cstart(f) {
 	assert(f > lastc); lastc = f                 /* in the order the places were taken */
 }
 inline cend(f) {
-	assert(incomp); incomp = 0;
+	assert(incomp && f < 31); incomp = 0;
 	closedf = closedf | (1 << f)                 /* close(fin) */
 }
 
@@ -195,7 +304,7 @@ inline callStarts() {
 
 /* state.enter: the input joins the key's lane */
 inline enter(y) {
-	assert(!paused && !closing);                 /* a paused key admits nothing */
+	assert((!paused || HOLD) && !closing);       /* a paused key admits nothing, unless it holds */
 	it[ln] = y + 1; ln++; lex = 1;
 	nsq++; sq[y] = nsq
 }
@@ -203,13 +312,22 @@ inline enter(y) {
 /* the paused key's check at admission; MUT_PAUSED_ADMITS: none */
 #ifdef MUT_PAUSED_ADMITS
 #define ISPAUSED 0                               /* MUTATION: a paused key admits */
+#elif defined(MUT_HOLD_REFUSES)
+#define ISPAUSED paused                          /* MUTATION: a held key refuses */
 #else
-#define ISPAUSED paused
+#define ISPAUSED (paused && !HOLD)               /* a held key admits */
 #endif
 
 /* handle(opAdmit): admit, admitSubmit */
 inline admit() {
 	x = a;
+#if KEYB
+	if
+	:: isB(x) && closing -> word(x, CLOSED); outcome(x); goto admitted
+	:: isB(x) && !closing -> bl = 1; goto admitted      /* key B's lane */
+	:: else -> skip
+	fi;
+#endif
 	if
 	:: x == 3 && f0 && !closing ->
 		assert(paused || rap)                    /* the failure's release came first */
@@ -224,7 +342,7 @@ inline admit() {
 		nsq++; sq[x] = nsq;
 		if
 		:: ONBATCH ->                            /* its OnBatch's place */
-			dafter = completing; nfin++; dfin = nfin; completing = dfin
+			dafter = completing; NEWFIN; dfin = nfin; completing = dfin
 		:: else -> skip
 		fi;
 		word(x, CLAIMED)
@@ -234,7 +352,11 @@ inline admit() {
 		:: isSub(x) -> word(x, ADMITTED)
 		:: else -> skip
 		fi
-	fi
+	fi;
+#if KEYB
+admitted:
+#endif
+	skip
 }
 
 /* handle(opDrop): state.drop, else gaveUp and errKept if w.c is empty */
@@ -252,12 +374,12 @@ inline drop() {
 		od;
 		it[k] = 0; ln--;
 		if
-		:: ln == 0 && !lbusy -> lex = 0
+		:: ln == 0 && !lbusy && NOCONT -> lex = 0
 		:: else -> skip
 		fi;
 		word(x, DROPPED); outcome(x)
 	:: else ->
-		gone[x] = 1;                             /* not retried: see retryWanted */
+		gone[x] = 1;                             /* not retried: see ctake */
 		if
 		:: len(rep[x]) == 0 -> rep[x]!KEPT
 		:: else -> skip                          /* w.c holds its answer */
@@ -282,10 +404,16 @@ inline clearLane() {
 	od;
 	ln = 0; k = 0;
 	if
-	:: !lbusy -> lex = 0                         /* removeLane */
+	:: !lbusy && NOCONT -> lex = 0               /* removeLane */
 	:: else -> skip
 	fi
 }
+
+#if ONPAUSE
+#define PMASK rmask
+#else
+#define PMASK 0
+#endif
 
 /* loop.pause: the key paused, its lane cleared, its Submits told by a
  * goroutine that takes its place among the key's completions */
@@ -295,28 +423,60 @@ inline pause() {
 	clearLane();                                 /* MUTATION (left out): the lane stays */
 #endif
 	if
-	:: ps > 0 ->
-		nfin++; pa = completing;
+	:: ps > 0 || ONPAUSE ->                      /* the Submits' done, OnPause */
+		NEWFIN; pa = completing;
 #ifndef MUT_PAUSE_NO_PLACE
 		completing = nfin;                       /* MUTATION (left out): no place taken */
 #endif
 		notify++;
-#ifdef MUT_PAUSE_DONE_UNORDERED
-		run pauser(0, nfin, ps - 1);             /* MUTATION: no wait for the key's completions */
+#if defined(MUT_PAUSE_DONE_UNORDERED) || defined(MUT_ONPAUSE_UNORDERED)
+		run pauser(0, nfin, ps, PMASK);          /* MUTATION: no wait for the key's completions */
 #else
-		run pauser(pa, nfin, ps - 1);
+		run pauser(pa, nfin, ps, PMASK);
 #endif
 		ps = 0; pa = 0
 	:: else -> skip
 	fi
 }
 
+/* loop.hold: the key held (state.parkHeld) and paused; with OnPause, if it
+ * was not paused, its notifier goes between the key's earlier completions
+ * and the held batch's own (pb.after), or after the key's last if the batch
+ * has no place (a direct call's hold) */
+#if HOLD && ONPAUSE
+inline holdKey() {
+	pk = 3;
+	if
+	:: !paused ->
+		notify++;
+#ifndef MUT_HOLD_ONPAUSE_AFTER
+		if
+		:: cfi != 0 ->
+			assert(cins < 2);
+			run pauser(caf, cfi - 2 + cins, 0, 0);
+			caf = cfi - 2 + cins; cins++
+		:: else ->
+#endif
+			NEWFIN; pa = completing; completing = nfin;   /* MUTATION: after the held batch's */
+			run pauser(pa, nfin, 0, 0); pa = 0
+#ifndef MUT_HOLD_ONPAUSE_AFTER
+		fi
+#endif
+	:: else -> skip
+	fi;
+	paused = 1; rap = 0
+}
+#define HOLDKEY() holdKey()
+#else
+#define HOLDKEY() pk = 3; paused = 1; rap = 0
+#endif
+
 /* handle(opRelease): state.release, the worker's or endDirect, then pause */
 inline release() {
 	assert(lex && lbusy);                        /* a release only of a busy key */
 	lbusy = 0;
 	if
-	:: ln == 0 -> lex = 0
+	:: ln == 0 && NOCONT -> lex = 0
 	:: else -> skip
 	fi;
 	if
@@ -341,10 +501,25 @@ inline release() {
 		dafter = 0; dfin = 0
 	:: else -> skip
 	fi;
+#if HOLD && ONPAUSE
+	cins = 0;
+#endif
 	if
+#if HOLD
+	:: (b & FAILED) && a >= BYCALLER && !closing ->   /* holdDirect: a hold of no input */
+		lbusy = 0; lex = 1; holders++;
+		cn = 0; cidx = 0; catt = 1; caf = 0; cfi = 0; cbh = 0;
+		HOLDKEY()
+	:: (b & FAILED) && !(a >= BYCALLER && !closing) -> assert(PAUSE); pause()
+#else
 	:: b & FAILED -> assert(PAUSE); pause()
+#endif
 	:: else -> skip
-	fi
+	fi;
+#if ONPAUSE
+	rmask = 0;
+#endif
+	skip
 }
 
 /* loop.done: forget the key's completions over with fin f */
@@ -353,29 +528,6 @@ inline forget(f) {
 	:: f != 0 && completing == f -> completing = 0
 	:: else -> skip
 	fi
-}
-
-/* handle(opRetry): retryWanted keeps the inputs whose callers still wait */
-inline retryWanted() {
-	k = 0;
-	do
-	:: k < wn[a] ->
-		if
-		:: (ridx[a] >> k) & 1 ->
-			x = wb[a*BS + k] - 1;
-			if
-#ifndef MUT_RETRY_IGNORES_GONE
-			:: gone[x] -> ridx[a] = ridx[a] & ~(1 << k)
-#endif
-			:: else -> rb[x] = ret[x]
-			fi
-		:: else -> skip
-		fi;
-		k++
-	:: else -> break
-	od;
-	k = 0; x = 0;
-	assert(len(askc[a]) == 0); askc[a]!1
 }
 
 /* loop.close: state.drain, callDoneAll for the Submit drained, after the
@@ -398,12 +550,25 @@ inline lclose() {
 		od;
 		ln = 0; k = 0;
 		if
-		:: !lbusy -> lex = 0
+		:: !lbusy && NOCONT -> lex = 0
 		:: else -> skip
 		fi;
+		if                                       /* state.drain: a continuation is ready at once */
+#ifndef MUT_DRAIN_KEEPS_PARKS
+		:: pk == 1 -> pk = 2                     /* MUTATION (left out): a park runs out */
+#endif
+		:: pk == 3 -> pk = 4
+		:: else -> skip
+		fi;
+#if KEYB
+		if
+		:: bl == 1 -> bl = 0; word(2, CLOSED); outcome(2)
+		:: else -> skip
+		fi;
+#endif
 		if
 		:: ps > 0 ->
-			notify++; nfin++;                    /* its id orders it only: no place */
+			notify++; NEWFIN;                    /* its id orders it only: no place */
 			run notifier(completing, nfin, ps - 1);
 			ps = 0
 		:: else -> skip
@@ -417,13 +582,23 @@ inline handle() {
 	:: op == ADMIT -> admit()
 	:: op == DROP -> drop()
 	:: op == RELEASE -> release()
-	:: op == RETRY -> retryWanted()
 	:: op == IDLE ->                             /* idleWorker */
 		widle[a] = 1; forget(wfin[a]); wfin[a] = 0;
 		wb[a*BS] = 0; wb[a*BS + 1] = 0; wn[a] = 0
 	:: op == REPORTED -> forget(rfin[a]); rfin[a] = 0
 	:: op == NOTIFIED -> assert(notify > 0); notify--; forget(a)
-	:: op == RESUMEM -> paused = 0; rap = 1      /* pauses.resume */
+	:: op == RESUMEM ->                          /* pauses.resume, state.unpark */
+		paused = 0; rap = 1;
+		if
+		:: pk == 1 -> pk = 2
+		:: pk == 3 -> pk = 4
+		:: else -> skip
+		fi;
+		skip
+	:: op == PARKM -> park()
+#if KEYB
+	:: op == RELEASEB -> assert(bl == 2); bl = 0
+#endif
 	:: op == CLOSEM -> lclose()
 	fi
 }
@@ -431,10 +606,7 @@ inline handle() {
 /* dispatch: takeSlot and state.take of up to BS inputs onto an idle worker;
  * the batch takes its place among the key's completions if it has any */
 inline take() {
-	if
-	:: widle[0] -> tw = 0
-	:: else -> tw = 1
-	fi;
+	PICKIDLE();
 	assert(!paused);
 	widle[tw] = 0; lbusy = 1;
 	k = 0;
@@ -462,8 +634,13 @@ inline take() {
 	od;
 	ln = ln - k;
 	if
-	:: ONBATCH || tn ->                          /* its completions come after the key's last */
-		nfin++; wfin[tw] = nfin;
+#ifdef MUT_ONPAUSE_NO_PLACE
+	:: ONBATCH || tn ->                          /* MUTATION: no place for OnPause's sake */
+#else
+	:: ONBATCH || ONPAUSE || tn ->               /* its completions come after the key's last */
+#endif
+		NEWFIN; wfin[tw] = nfin;
+		jaf[tw] = completing;
 		jobs[tw]!completing, nfin;
 		completing = nfin
 	:: else -> jobs[tw]!0, 0
@@ -471,16 +648,109 @@ inline take() {
 	tw = 0; tn = 0; j = 0; k = 0; x = 0
 }
 
+/* handle(opRelease with a continuation): state.park, the worker idle at once
+ * (idleWorker: its slot back); the batch keeps its place among the key's
+ * completions; a drained room parks nothing (ready at once) */
+inline park() {
+	assert(lex && lbusy && pk == 0);
+	lbusy = 0;
+	k = 0;
+	do
+	:: k < wn[a] -> cb[k] = wb[a*BS + k]; wb[a*BS + k] = 0; k++
+	:: else -> break
+	od;
+	cn = wn[a]; wn[a] = 0; k = 0;
+	cidx = b & 3; catt = (b >> 2) & 7;
+	caf = jaf[a]; cfi = wfin[a]; jaf[a] = 0; wfin[a] = 0;
+	cbh = bhi[a]; bhi[a] = 0;
+#ifndef MUT_PARK_HOLDS_WORKER
+	widle[a] = 1;                                /* MUTATION (left out): the slot kept */
+#endif
+	if
+	:: b & HELDF -> HOLDKEY()                    /* held: Paused lists the key */
+	:: else -> pk = 1
+	fi;
+#ifndef MUT_PARK_AFTER_CLOSE
+	if                                           /* MUTATION (left out): parked after Close */
+	:: closing -> pk++                           /* 2 or 4: ready at once */
+	:: else -> skip
+	fi;
+#endif
+#ifdef MUT_PARK_RELEASES_KEY
+	if                                           /* MUTATION: the lane released, the continuation aside */
+	:: ln == 0 -> lex = 0
+	:: else -> skip
+	fi;
+#endif
+	skip
+}
+
+/* dispatch: state.take of a ready lane's continuation alone, onto an idle
+ * worker, with its place: takeParked, which leaves out the inputs whose
+ * callers gave up */
+inline ctake() {
+	PICKIDLE();
+	widle[tw] = 0; lbusy = 1; lex = 1;
+	k = 0;
+	do
+	:: k < cn ->
+		wb[tw*BS + k] = cb[k]; cb[k] = 0;
+		if
+		:: (cidx >> k) & 1 ->
+			x = wb[tw*BS + k] - 1;
+			if
+#ifndef MUT_RETRY_IGNORES_GONE
+			:: gone[x] -> cidx = cidx & ~(1 << k)
+#endif
+			:: else -> rb[x] = ret[x]
+			fi
+		:: else -> skip
+		fi;
+		k++
+	:: else -> break
+	od;
+	wn[tw] = cn; watt[tw] = catt; widx[tw] = cidx;
+	wfin[tw] = cfi; jaf[tw] = caf; bhi[tw] = cbh;
+	jobs[tw]!caf, cfi;
+	pk = 0; cn = 0; cidx = 0; catt = 0; caf = 0; cfi = 0; cbh = 0;
+	tw = 0; k = 0; x = 0
+}
+
+#if KEYB
+/* dispatch: key B's batch of its one input */
+inline btake() {
+	PICKIDLE();
+	widle[tw] = 0; bl = 2; wkb[tw] = 1;
+	jobs[tw]!0, 0;
+	tw = 0
+}
+#endif
+
 proctype loop() {
 end_l:
 	do
 	:: atomic {
 		inc?op, a, b ->
 		handle();
-		assert(!paused || ln == 0);              /* a paused key holds no waiting input */
+		assert(!paused || ln == 0 || HOLD);      /* a paused key holds no waiting input, unless it holds */
 		op = 0; a = 0; b = 0; x = 0
 	   }
-	:: atomic { lex && !lbusy && ln > 0 && (widle[0] || widle[1]) -> take() }
+	:: atomic { lex && !lbusy && ln > 0 && ITEMSOK && IDLEANY -> take() }
+	:: atomic { (pk == 2 || pk == 4) && !lbusy && IDLEANY -> ctake() }
+#if !HOUR
+	:: atomic { pk == 1 -> pk = 2 }              /* the deadline, at any time */
+#else
+	:: atomic { pk == 1 && timeout ->            /* the deadline, an hour on: once nothing else moves */
+#if KEYB
+		assert(bret);                            /* key B's call did not wait for it */
+#endif
+		assert(!closing);                        /* Close ends parks */
+		pk = 2
+	   }
+#endif
+#if KEYB
+	:: atomic { bl == 1 && IDLEANY -> btake() }
+#endif
 	od
 }
 
@@ -529,7 +799,7 @@ inline attemptEnds() {
 			y = wb[id*BS + i] - 1;
 			if
 			:: res[y] = OK
-			:: res[y] = FAIL
+			:: !UP -> res[y] = FAIL
 			fi
 		:: else -> skip
 		fi;
@@ -554,58 +824,117 @@ inline failing() {
 	i = 0
 }
 
-/* MUT_RETRY_RELEASES_KEY: the key released as the retry starts its
- * backoff, as if the retry were a batch of its own; the release at the end
- * is then left out */
+/* MUT_RETRY_RELEASES_KEY: a direct call's key released as its retry
+ * starts its backoff, as if the retry were a call of its own; the release at
+ * the end is then left out */
 #ifdef MUT_RETRY_RELEASES_KEY
 #define RELEASEFORRETRY(w) if :: !rel -> inc!RELEASE, w, 0; holders--; rel = 1 :: else -> skip fi
 #else
 #define RELEASEFORRETRY(w) skip
 #endif
 
+/* the job a worker reads: a fresh batch's first attempt starts; a
+ * continuation goes on from its attempt last over; key B's (KEYB) */
+#if KEYB
+#define BJOB wkb[id]
+#else
+#define BJOB 0
+#endif
+#define STARTJOB() \
+	att = watt[id]; idx = widx[id]; watt[id] = 0; widx[id] = 0; \
+	if \
+	:: BJOB -> skip \
+	:: !BJOB && att == 0 -> idx = (1 << n) - 1; att = 1; attemptStarts() \
+	:: !BJOB && att != 0 -> ct = 1 \
+	fi
+
+/* ghost: the inputs of the batch released, for OnPause's check */
+#if ONPAUSE
+#define RMASK() rmask = 0; i = 0; do :: i < n -> rmask = rmask | (1 << (wb[id*BS + i] - 1)); i++ :: else -> break od; i = 0
+#else
+#define RMASK() skip
+#endif
+
+/* the worker's locals once it has handed its batch back: parked or held */
+#define HANDEDBACK() after = 0; fin = 0; n = 0; idx = 0; att = 0; fm = 0; fl = 0; i = 0
+
 proctype worker(byte id) {
 	byte after, fin, n, idx, att, fm, i, y, m;
-	bit fl, rel;
+	bit fl, ct, hd;
 end_w:
 	do
-	:: atomic { jobs[id]?after, fin -> n = wn[id]; idx = (1 << n) - 1; att = 1; attemptStarts() };
+	:: atomic { jobs[id]?after, fin -> n = wn[id]; STARTJOB() };
+#if KEYB
+		if
+		:: wkb[id] ->                            /* key B's call: it succeeds */
+			atomic { inc!RELEASEB, id, 0; rep[2]!OK; outcome(2); wkb[id] = 0 };
+			atomic { inc!IDLE, id, 0 };
+			goto end_w
+		:: else -> skip
+		fi;
+#endif
+		if
+		:: ct ->                                 /* a continuation: its next attempt */
+			ct = 0;
+			if
+			:: atomic { idx != 0 && !closing -> att++; attemptStarts() }
+			:: atomic { idx == 0 || closing -> idx = 0 }; goto finish  /* none left, or blame */
+			fi
+		:: else -> skip
+		fi;
 again:
 		atomic { attemptEnds(); failing() };
 		/* retries.run: while an input fails and ctx holds, Retry (user code)
 		 * says yes or no; attempts are bounded by NA */
 		if
-		:: atomic { fm != 0 && !closing && att < NA -> idx = fm; fm = 0; RELEASEFORRETRY(id) };
-		   /* backoff(d, ctx.Done()): waited out, or ended by the ctx (close) */
-		   if
-		   :: atomic { closing -> idx = 0 }      /* r.blame, break */
-		   :: atomic { ridx[id] = idx; inc!RETRY, id, 0 };   /* the timer won: opRetry */
-		      atomic { askc[id]?_; idx = ridx[id]; ridx[id] = 0 }
-		   fi;
-		   if
-		   :: atomic { idx != 0 -> att++; attemptStarts() }; goto again
-		   :: idx == 0 -> skip                   /* no one left to retry for */
-		   fi
+		:: atomic {                              /* Retry says yes: the backoff parks the lane */
+			fm != 0 && !closing && att < NA ->   /* (opPark: the continuation, the worker idle at once) */
+			inc!PARKM, id, fm | (att << 2); HANDEDBACK()
+		   };
+#ifdef MUT_PARK_HOLDS_WORKER
+		   atomic { pk != 1 -> inc!IDLE, id, 0 };   /* MUTATION: the slot kept through the backoff */
+#endif
+		   goto end_w
 #ifndef RETRYYES
 		:: fm != 0 && !closing && att < NA -> fm = 0  /* Retry says no */
 #endif
 		:: else -> fm = 0
 		fi;
 		/* finish: the release (failedForGood), the answers */
+finish:
 		atomic {
 			i = 0; fl = 0;
 			do
-			:: i < n -> fl = fl | (res[wb[id*BS + i] - 1] == FAIL); i++
+			:: i < n ->
+				if
+				:: res[wb[id*BS + i] - 1] == FAIL -> fl = 1; fm = fm | (1 << i)
+				:: else -> skip
+				fi;
+				i++
 			:: else -> break
 			od;
 			fl = fl && PAUSE && !closing;
+#if HOLD
+			if                                   /* HoldPaused: the failed inputs held, unanswered */
+			:: fl -> inc!PARKM, id, fm | (att << 2) | HELDF; hd = 1
+			:: else -> skip
+			fi;
+#endif
+			fm = 0;
 #ifndef MUT_ANSWER_BEFORE_PAUSE
 			if
-			:: !rel -> inc!RELEASE, id, fl; holders--
+			:: !hd -> inc!RELEASE, id, fl; holders--; RMASK()
 			:: else -> skip
 			fi;
 #endif
 			i = 0
 		};
+#if HOLD
+		if
+		:: hd -> atomic { hd = 0; HANDEDBACK() }; goto end_w
+		:: else -> skip
+		fi;
+#endif
 		do
 		:: i < n ->
 			y = wb[id*BS + i] - 1;
@@ -620,7 +949,7 @@ again:
 #ifdef MUT_ANSWER_BEFORE_PAUSE
 		atomic { inc!RELEASE, id, fl; holders-- };  /* MUTATION: the release after the answers */
 #endif
-		fl = 0; rel = 0;
+		fl = 0;
 		if
 		:: fin != 0 ->
 #ifndef MUT_COMPLETION_OVERTAKES
@@ -749,15 +1078,43 @@ again:
 	:: else -> skip
 	fi;
 out:
-	atomic { ndone++; r = 0 }
+	atomic {
+		ndone++; r = 0;
+#if KEYB
+		if
+		:: isB(me) -> bret = 1
+		:: else -> skip
+		fi;
+#endif
+		skip
+	}
 }
 
-/* notifyPaused: the Submit's done after the key's earlier completions, then
- * close(fin), opNotified */
-proctype pauser(byte after, fin, y) {
+/* notifyPaused: the waiting Submit's done (y: its input + 1; 0: none),
+ * then OnPause (m: the inputs of the failed batch, with ONPAUSE), after the
+ * key's earlier completions; then close(fin), opNotified */
+proctype pauser(byte after, fin, y, m) {
 	CLOSEDF(after);
-	atomic { cstart(fin); outcome(y) };
-	atomic { cend(fin); inc!NOTIFIED, fin, 0 }
+	atomic {                                     /* done of the Submit (y: input + 1), then OnPause */
+		cstart(fin);
+#if ONPAUSE
+		assert((m & 1) == 0 || outc[0]);         /* OnPause: after the failed call's answers */
+		assert((m & 2) == 0 || outc[1]);
+		assert((m & 4) == 0 || outc[2]);
+		assert((m & 8) == 0 || outc[3]);
+#endif
+		if
+		:: y > 0 -> outcome(y - 1)
+		:: else -> skip
+		fi
+	};
+	atomic {
+		cend(fin); inc!NOTIFIED, fin, 0;
+#if PROBE
+		onp = 1;
+#endif
+		skip
+	}
 }
 
 /* callDoneAll at close: the drained Submit's done after every completion in
@@ -778,8 +1135,17 @@ proctype chain(byte after, fin) {
 	closedf = closedf | (1 << fin)
 }
 
+/* Resume, at any time; PROBE: the resume probe OnPause starts, once it
+ * has run, after which the calls succeed (the outage is over) */
 proctype resumer() {
+#if PROBE
+	ndone++;                                     /* no caller waits for it */
+end_r:
+	onp;                                         /* OnPause has run, if ever */
+	atomic { inc!RESUMEM, 0, 0; up = 1 }
+#else
 	atomic { inc!RESUMEM, 0, 0; ndone++ }
+#endif
 }
 
 proctype closer() {
@@ -788,10 +1154,26 @@ proctype closer() {
 
 #define NDONE (RUNS(0) + RUNS(1) + RUNS(2) + RESUME + CLOSER)
 
+/* what the configurations may combine */
+#if KEYB && (DIRECT || CANCELS(2) || !RUNS(2))
+#error "KEYB: key B's caller 2 makes one batched Do"
+#endif
+#if ONPAUSE && DIRECT
+#error "ONPAUSE: batched calls"
+#endif
+#if HOLD && !PAUSE
+#error "HOLD: with PauseOnError"
+#endif
+#if PROBE && !(HOLD && ONPAUSE && RESUME)
+#error "PROBE: a resume probe from OnPause, with HOLD, ONPAUSE and RESUME"
+#endif
+
 init {
 	atomic {
-		widle[0] = 1; widle[1] = 1;
-		run loop(); run worker(0); run worker(1);
+		widle[0] = 1; run loop(); run worker(0);
+#if NW > 1
+		widle[1] = 1; run worker(1);
+#endif
 		if
 		:: RUNS(0) -> run caller(0)
 		:: else -> skip
@@ -814,11 +1196,19 @@ init {
 		fi
 	}
 	ndone == NDONE;                              /* every caller has returned */
+#if HOUR
+	timeout && pk != 1;                          /* and nothing moves any more, nor waits for an hour */
+#else
 	timeout;                                     /* and nothing moves any more */
+#endif
 	atomic {
 		assert(nout == nsent);                   /* every input has its outcome */
 		assert(!lex && !lbusy && ln == 0 && holders == 0 && calls == 0);
-		assert(widle[0] && widle[1] && notify == 0 && !incomp);
+		assert(IDLEANY && (NW == 1 || widle[NW - 1]) && notify == 0 && !incomp);
+		assert(pk == 0);
+#if KEYB
+		assert(bl == 0);
+#endif
 		assert(rfin[0] == 0 && rfin[1] == 0 && rfin[2] == 0);
 		assert(CLOSEDF(completing));             /* no completion left to run */
 		assert(empty(inc))
