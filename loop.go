@@ -309,7 +309,7 @@ func (l *loop[K, I, O]) admits() bool { return !l.st.closed && !l.st.shuttingDow
 // or a direct call's (see endDirect); then pauses the key if the call failed
 // for good, with PauseOnError.
 func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
-	held := l.f.hold && m.fail != nil && m.worker == byCaller && l.admits() // a worker's holds with opPark
+	held := l.f.hold && m.fail != nil && l.admits() // a worker's batch with inputs to hold holds with opPark
 	if !held {
 		l.st.release(m.key, now)
 	}
@@ -324,7 +324,7 @@ func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	switch { // after endDirect, which may give the key's completions back
 	case held:
 		l.holdDirect(m.key, m.fail)
-	case m.fail != nil && !l.f.hold: // with HoldPaused a worker's holds with opPark, and nothing holds once shutting down
+	case m.fail != nil && !l.f.hold: // with HoldPaused nothing holds once shutting down
 		l.pause(m.key, m.fail)
 	}
 }

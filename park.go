@@ -32,6 +32,7 @@ type parkedBatch[K comparable, I, O any] struct {
 	idx     []int      // the indexes of the inputs to retry
 	bs      []Batch[K] // with OnBatch: the reports of the attempts so far
 	attempt int        // the attempts over
+	last    error      // the error of the attempt last over
 
 	after, fin chan struct{} // its place among its key's completions, if it has any: see loop.completing
 	owe        owed          // what it owes the Flush round in progress

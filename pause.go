@@ -194,9 +194,10 @@ func (l *loop[K, I, O]) hold(key K, pb *parkedBatch[K, I, O], failure error) {
 	}
 }
 
-// holdDirect holds key's lane, whose direct call failed for good with
-// failure (HoldPaused): as hold does, with a batch of no input, as the
-// caller has its answer already.
+// holdDirect holds key's lane, whose call failed for good with failure
+// and left no input to hold (HoldPaused): a direct call's, whose caller has
+// its answer, or a batch's whose callers all gave up. It holds as hold does,
+// with a batch of no input, so that the key pauses as without HoldPaused.
 func (l *loop[K, I, O]) holdDirect(key K, failure error) {
 	pb := &parkedBatch[K, I, O]{batch: []*waiter[K, I, O]{}, ctx: l.s.ctx, bs: []Batch[K]{}} // no OnBatch: the caller told it
 	pb.w = &waiter[K, I, O]{pb: pb}

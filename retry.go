@@ -50,7 +50,7 @@ func (r *retries[K, I, O]) first(f *Ferry[K, I, O], j job[K, I, O], outs []O, er
 // to park the batch again after d: see settle.
 func (r *retries[K, I, O]) again(f *Ferry[K, I, O], j job[K, I, O], ins []I, running *bool) (_ []I, d time.Duration, retry bool) {
 	pb := j.park
-	r.outs, r.errs, r.idx, r.bs, r.attempt = pb.outs, pb.errs, pb.idx, pb.bs, pb.attempt
+	r.outs, r.errs, r.idx, r.bs, r.attempt, r.last = pb.outs, pb.errs, pb.idx, pb.bs, pb.attempt, pb.last
 	if j.ctx.Err() != nil {
 		r.blame(context.Cause(j.ctx))
 		return ins, 0, false
@@ -127,7 +127,7 @@ func (r *retries[K, I, O]) holds(f *Ferry[K, I, O], j job[K, I, O]) bool {
 // sent. The batch's state goes with it: r keeps none of it.
 func (r *retries[K, I, O]) park(j job[K, I, O], d time.Duration, hold error) {
 	pb := &parkedBatch[K, I, O]{batch: j.batch, ctx: j.ctx, after: j.after, fin: j.fin, d: d,
-		outs: r.outs, errs: r.errs, idx: r.idx, bs: r.bs, attempt: r.attempt}
+		outs: r.outs, errs: r.errs, idx: r.idx, bs: r.bs, attempt: r.attempt, last: r.last}
 	pb.w = &waiter[K, I, O]{pb: pb}
 	r.outs, r.errs, r.idx, r.bs, r.attempt, r.last = nil, nil, nil, nil, 0, nil
 	j.s.send(msg[K, I, O]{op: opPark, key: j.key, worker: j.id, park: pb, fail: hold})

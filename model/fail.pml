@@ -53,7 +53,8 @@
  *   PAUSE=0|1  Config.PauseOnError (default 1)
  *   HOLD=1     Config.HoldPaused: a batch that fails for good is held in
  *              its lane, unanswered, until Resume or Close; a direct call
- *              that does holds the lane with no input (holdDirect)
+ *              that does, or a batch whose callers all gave up, holds the
+ *              lane with no input (holdDirect)
  *   ONPAUSE=1  Config.OnPause (batched calls); with HOLD, a held batch's
  *              OnPause comes before the batch's own completions
  *   PROBE=1    with HOLD, ONPAUSE and RESUME: the resumer is a resume probe
@@ -506,11 +507,11 @@ inline release() {
 #endif
 	if
 #if HOLD
-	:: (b & FAILED) && a >= BYCALLER && !closing ->   /* holdDirect: a hold of no input */
+	:: (b & FAILED) && !closing ->   /* holdDirect: a hold of no input (a direct call's, or a batch's whose callers all gave up) */
 		lbusy = 0; lex = 1; holders++;
 		cn = 0; cidx = 0; catt = 1; caf = 0; cfi = 0; cbh = 0;
 		HOLDKEY()
-	:: (b & FAILED) && !(a >= BYCALLER && !closing) -> assert(PAUSE); pause()
+	:: (b & FAILED) && closing -> skip           /* with HoldPaused nothing pauses once closing */
 #else
 	:: b & FAILED -> assert(PAUSE); pause()
 #endif
