@@ -10,10 +10,11 @@
 //
 // A batch that fails for a while (a connection lost, the server restarting, a
 // lock) is tried again by the ferry (Config.Retry), each try first checking
-// that the last did not commit. A batch that still fails pauses its tenant
-// (Config.PauseOnError): 503 for its events until it resumes, after a
-// backoff, once the acknowledged async events that the failure left are
-// stored, in order. 429 is a full waiting room (ferry.ErrRejected), 504 a
+// that the last did not commit; a backoff holds no worker. A batch that still
+// fails pauses its tenant (Config.PauseOnError, HoldPaused): the ferry holds
+// its events, in order, and admits async ones behind them, until the service
+// resumes it after a backoff (OnPause), when the failed batch is tried first;
+// meanwhile its Do requests get 503. 429 is a full waiting room (ferry.ErrRejected), 504 a
 // batch past -timeout or a request past -request-timeout, 422 an event that
 // PostgreSQL refuses (an async one goes to the file -spool.dead). An event's
 // (tenant, id) is stored once, so a client may post it again after any

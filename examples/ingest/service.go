@@ -88,22 +88,22 @@ type stored struct {
 
 // Service is the ingestion service: HTTP handlers in front of a ferry whose
 // Call writes each tenant's batch in one statement, retried by the ferry
-// (Retry) and pausing the tenant when it fails for good (PauseOnError; see
-// pauses). Its methods are safe for concurrent use: Handler's run on
-// net/http's goroutines; write (the Call), done's callbacks and Retry on the
-// ferry's workers; rewrite on a paused tenant's resume.
+// (Retry) and pausing the tenant, its events held in order, when it fails for
+// good (PauseOnError, HoldPaused; see resumes). Its methods are safe for
+// concurrent use: Handler's run on net/http's goroutines; write (the Call),
+// done's callbacks, Retry and OnPause on the ferry's goroutines.
 type Service struct {
-	cfg    Config
-	st     *store
-	f      *ferry.Ferry[string, event, stored] // nil when unbatched
-	pauses *pauses
-	reg    *prometheus.Registry
-	srv    *http.Server
-	ln     net.Listener
-	serve  chan error // Serve's error, once it returns
+	cfg     Config
+	st      *store
+	f       *ferry.Ferry[string, event, stored] // nil when unbatched
+	resumes *resumes
+	reg     *prometheus.Registry
+	srv     *http.Server
+	ln      net.Listener
+	serve   chan error // Serve's error, once it returns
 
-	accepted                                        atomic.Uint64 // the last number given to an accepted event
-	retries, kept, resumes, spooled, replayed, dead atomic.Uint64
+	accepted                                          atomic.Uint64 // the last number given to an accepted event
+	retries, pauses, resumed, spooled, replayed, dead atomic.Uint64
 
 	mu    sync.Mutex
 	spool []event // async events answered ErrClosed, for the spool file
@@ -124,14 +124,14 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.st = st
+	s.resumes = newResumes(func(tenant string) {
+		s.resumed.Add(1)
+		s.f.Resume(tenant)
+	})
 	if err := s.replay(ctx); err != nil {
 		st.pool.Close()
 		return nil, err
 	}
-	s.pauses = newPauses(s.rewrite, func(tenant string) {
-		s.resumes.Add(1)
-		s.f.Resume(tenant)
-	})
 	if !cfg.Unbatched {
 		if s.f, err = s.newFerry(s.write); err != nil {
 			st.pool.Close()
@@ -168,7 +168,12 @@ func (s *Service) newFerry(call ferry.Call[string, event, stored]) (*ferry.Ferry
 		OnBatch:            ferryprom.OnBatch[string](c),
 		Retry:              s.retry,
 		PauseOnError:       true,
-		KeepContexts:       cfg.Tracer != nil, // for the links
+		HoldPaused:         true,
+		OnPause: func(tenant string, _ error) {
+			s.pauses.Add(1)
+			s.resumes.pause(tenant)
+		},
+		KeepContexts: cfg.Tracer != nil, // for the links
 	})
 	if err != nil {
 		return nil, err
@@ -209,9 +214,12 @@ func (s *Service) handleDo(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var out stored
 	var err error
-	if s.f == nil {
+	switch {
+	case s.f == nil:
 		out.Seq, err = s.writeOne(ctx, e)
-	} else {
+	case s.resumes.held(e.Tenant): // 503 now, rather than wait for the resume
+		err = fmt.Errorf("%w: tenant %s", ferry.ErrPaused, e.Tenant)
+	default:
 		out, err = s.f.Do(ctx, e)
 	}
 	if err == nil {
@@ -225,8 +233,8 @@ func (s *Service) handleDo(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleAsync answers 202 once the event is admitted: it is stored in its
-// tenant's order, kept and written again if its call fails for good (see
-// pauses), and spooled if the service shuts down first.
+// tenant's order, held by the ferry if its tenant is paused (see resumes),
+// and spooled if the service shuts down first.
 func (s *Service) handleAsync(w http.ResponseWriter, r *http.Request) {
 	var e event
 	if !decode(w, r, &e) || !s.admit(w, &e) {
@@ -238,10 +246,7 @@ func (s *Service) handleAsync(w http.ResponseWriter, r *http.Request) {
 	} else {
 		// r's context bounds the admission alone: an accepted event is
 		// the ferry's when the handler returns.
-		s.pauses.admit(e.Tenant)
-		if err = s.f.Submit(r.Context(), e, s.done(e)); err != nil {
-			s.pauses.done(e.Tenant, e, false)
-		}
+		err = s.f.Submit(r.Context(), e, s.done(e))
 	}
 	if err != nil {
 		s.fail(w, e.Tenant, err)
@@ -256,7 +261,8 @@ const maxBulk = 1000
 // handleBulk stores up to maxBulk events of any tenants with one DoMany, and
 // answers 201 once all are committed, else the worst status of the events
 // that failed, each event's reply saying how it fared. The room admits all
-// of them or none (429); the events of a paused tenant get 503 alone.
+// of them or none (429); the events of a paused tenant wait for its resume
+// (held by the ferry), for the request's time at most.
 func (s *Service) handleBulk(w http.ResponseWriter, r *http.Request) {
 	var evs []event
 	if !decode(w, r, &evs) {
@@ -301,7 +307,6 @@ func (s *Service) handleBulk(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if errs != nil && errs[i] != nil { // then outs may be short
 			err = errs[i]
-			s.noticePaused(e.Tenant, err)
 		} else {
 			err = outs[i].Refused
 		}
@@ -365,7 +370,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 // status is the HTTP status of a failed write: 429 a full room, 503 a paused
-// tenant (see pauses), 504 a call or a request past its time, 422 an event
+// tenant (see resumes), 504 a call or a request past its time, 422 an event
 // PostgreSQL refused, else 500 (the ferry closed at shutdown, a failed
 // statement, a panic).
 func status(err error) int {
@@ -384,21 +389,11 @@ func status(err error) int {
 
 // fail answers err, an error of tenant's event (or events, if "").
 func (s *Service) fail(w http.ResponseWriter, tenant string, err error) {
-	s.noticePaused(tenant, err)
 	code := status(err)
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	http.Error(w, err.Error(), code)
-}
-
-// noticePaused schedules tenant's resume if err says the ferry paused it. As
-// a rule Retry has (when it gave up on the call that paused it), but not if
-// the callers of that call had all given up by its last try.
-func (s *Service) noticePaused(tenant string, err error) {
-	if tenant != "" && errors.Is(err, ferry.ErrPaused) {
-		s.pauses.failed(tenant)
-	}
 }
 
 func answer(w http.ResponseWriter, code int, v any) {
@@ -425,7 +420,8 @@ func (s *Service) writeOne(ctx context.Context, e event) (int64, error) {
 // goes to the dead letters), not a failure. The first event that fails
 // otherwise ends the pass: it and those after it fail with its error, so
 // that none is stored before an earlier one. The ferry retries the events
-// that failed (retry); once they fail for good, it pauses the tenant.
+// that failed (retry); once they fail for good, it pauses the tenant and
+// holds them.
 func (s *Service) write(ctx context.Context, tenant string, evs []event) ([]stored, error) {
 	outs := make([]stored, len(evs))
 	seqs, err := s.st.write(ctx, tenant, evs)
@@ -434,6 +430,7 @@ func (s *Service) write(ctx context.Context, tenant string, evs []event) ([]stor
 		for i := range outs {
 			outs[i].Seq = seqs[i]
 		}
+		s.resumes.committed(tenant)
 		return outs, nil
 	case !refused(err):
 		return nil, err
@@ -460,45 +457,37 @@ func (s *Service) write(ctx context.Context, tenant string, evs []event) ([]stor
 }
 
 // retry is the ferry's Retry: the policy of retry, counted. A call it gives
-// up on has failed for good, and the ferry pauses its tenant: it schedules
-// the tenant's resume.
-func (s *Service) retry(tenant string, attempt int, err error) (time.Duration, bool) {
+// up on has failed for good, and the ferry pauses its tenant (OnPause).
+func (s *Service) retry(_ string, attempt int, err error) (time.Duration, bool) {
 	d, ok := retry(attempt, err)
 	if ok {
 		s.retries.Add(1)
-	} else {
-		s.pauses.failed(tenant)
 	}
 	return d, ok
 }
 
-// done is the Submit callback of the async event e, on the ferry's worker,
-// in the order of the tenant's events: e goes to the dead letters if
-// PostgreSQL refused it, to the spool if the ferry closed first (ErrClosed);
-// if its call failed for good, or its tenant was paused while it waited
-// (ErrPaused), it is kept, to be written when the tenant resumes.
+// done is the Submit callback of the async event e, on the ferry's
+// goroutines, in the order of the tenant's events: e goes to the dead letters
+// if PostgreSQL refused it, and to the spool if it failed: ErrClosed, as the
+// ferry closed first, is the only failure of a Submit that holds its paused
+// tenant's events.
 func (s *Service) done(e event) func(stored, error) {
 	return func(out stored, err error) {
 		switch {
 		case err == nil && out.Refused != nil:
 			s.deadLetter([]event{e}, out.Refused)
-		case err == nil:
-		case errors.Is(err, ferry.ErrClosed):
+		case err != nil:
 			s.mu.Lock()
 			s.spool = append(s.spool, e)
 			s.mu.Unlock()
-		default:
-			s.kept.Add(1)
 		}
-		s.pauses.done(e.Tenant, e, err != nil && !errors.Is(err, ferry.ErrClosed))
 	}
 }
 
-// rewrite stores a paused tenant's kept events, in order, for its resume,
-// while the ferry holds the tenant paused: in statements of MaxBatch events
-// at most, each within CallTimeout. It returns how many it stored (or sent to
-// the dead letters, refused) before the first that failed, and that error.
-// The spool's replay uses it too.
+// rewrite stores a tenant's spooled events, in order, for the spool's
+// replay: in statements of MaxBatch events at most, each within CallTimeout.
+// It returns how many it stored (or sent to the dead letters, refused)
+// before the first that failed, and that error.
 func (s *Service) rewrite(ctx context.Context, tenant string, evs []event) (int, error) {
 	n := 0
 	for chunk := range slices.Chunk(evs, s.cfg.MaxBatch) {
@@ -536,8 +525,8 @@ func (s *Service) deadLetter(evs []event, err error) {
 // Shutdown stops the service, as on SIGTERM: the HTTP server first (no new
 // request; those in flight, Do's included, finish), then the ferry, which runs
 // what waits for at most cfg.Drain, then Close, then the resumes. The async
-// events then still unstored (answered ErrClosed, or kept for a paused
-// tenant's resume) are written to the spool file, for the next Start. It
+// events then still unstored (answered ErrClosed, held for a paused tenant's
+// resume among them) are written to the spool file, for the next Start. It
 // returns the HTTP server's error if ctx ended first (then the connections
 // are closed), and the spool's.
 func (s *Service) Shutdown(ctx context.Context) error {
@@ -557,9 +546,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		cancel()
 		s.f.Close() // every done has run, and no call is in flight
 	}
-	kept := s.pauses.stop()
+	s.resumes.stop()
 	s.mu.Lock()
-	evs := append(s.spool, kept...)
+	evs := s.spool
 	s.spool = nil
 	s.mu.Unlock()
 	if len(evs) > 0 {
@@ -580,7 +569,7 @@ func (s *Service) close() {
 	if s.f != nil {
 		s.f.Close()
 	}
-	s.pauses.stop()
+	s.resumes.stop()
 	s.st.pool.Close()
 }
 
@@ -621,8 +610,8 @@ func (s *Service) register() {
 		{"retries_total", "Tries of a call after a transient error (the ferry's Retry).", &s.retries},
 		{"commit_checks_total", "Checks whether a try whose connection failed committed.", &c.checks},
 		{"commit_checks_committed_total", "Checks that found it did.", &c.checked},
-		{"kept_total", "Accepted async events kept after their call failed for good, for their tenant's resume.", &s.kept},
-		{"resumes_total", "Paused tenants resumed.", &s.resumes},
+		{"pauses_total", "Tenants paused after a call failed for good, their events held until the resume.", &s.pauses},
+		{"resumes_total", "Paused tenants resumed.", &s.resumed},
 		{"spooled_total", "Accepted events written to the spool at shutdown.", &s.spooled},
 		{"replayed_total", "Spooled events stored at start.", &s.replayed},
 		{"dead_letters_total", "Accepted events that PostgreSQL refused.", &s.dead},

@@ -177,104 +177,56 @@ func TestSpool(t *testing.T) {
 	}
 }
 
-// A paused tenant resumes after a backoff and once every done of its async
-// events has come: its kept events are written first, in order, then it is
-// resumed; a write that fails keeps the tenant paused and tries again after
-// a backoff twice as long. A tenant with nothing kept is resumed at once
-// after its backoff. stop cancels a resume's write and returns what is kept.
-func TestPauses(t *testing.T) {
+// A paused tenant is resumed after a backoff that doubles with each pause in
+// a row, from 100 ms up to 3.2 s, until a call of it commits; it is held
+// (its Do requests get 503) from its pause to its resume. After stop no
+// resume comes.
+func TestResumes(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		start := time.Now()
 		var (
-			mu      sync.Mutex // the fakes run on the resumes' goroutines
-			writes  []string   // "when tenant ids"
+			mu      sync.Mutex // the fake runs on the timers' goroutines
 			resumes []string   // "when tenant"
-			fail    = 1        // writes to fail, each after storing one event
-			hold    = map[string]chan struct{}{"g": make(chan struct{})}
 		)
-		p := newPauses(func(ctx context.Context, tenant string, evs []event) (int, error) {
-			ids := ""
-			for _, e := range evs {
-				ids += e.ID
-			}
-			mu.Lock()
-			writes = append(writes, fmt.Sprint(time.Since(start), " ", tenant, " ", ids))
-			failed := fail > 0 && tenant != "c"
-			if failed {
-				fail--
-			}
-			mu.Unlock()
-			if c := hold[tenant]; c != nil {
-				<-c
-			}
-			switch {
-			case tenant == "c": // down until stop
-				<-ctx.Done()
-				return 0, ctx.Err()
-			case failed:
-				return 1, errors.New("down")
-			}
-			return len(evs), nil
-		}, func(tenant string) {
+		r := newResumes(func(tenant string) {
 			mu.Lock()
 			defer mu.Unlock()
 			resumes = append(resumes, fmt.Sprint(time.Since(start), " ", tenant))
 		})
-		check := func(when string, wantWrites, wantResumes []string) {
+		check := func(when string, want ...string) {
 			t.Helper()
 			synctest.Wait()
 			mu.Lock()
 			defer mu.Unlock()
-			slices.Sort(writes) // those of one instant in any order
-			if !slices.Equal(writes, wantWrites) || !slices.Equal(resumes, wantResumes) {
-				t.Errorf("at %s: writes %q, resumes %q; want %q, %q", when, writes, resumes, wantWrites, wantResumes)
+			if !slices.Equal(resumes, want) {
+				t.Errorf("at %s: resumes %q, want %q", when, resumes, want)
 			}
-			writes, resumes = nil, nil
+			resumes = nil
 		}
-		ev := func(tenant, id string) event { return event{Tenant: tenant, ID: id} }
-
-		for range 3 {
-			p.admit("a")
+		r.pause("a")
+		if !r.held("a") || r.held("b") {
+			t.Error("a not held, or b held")
 		}
-		p.done("a", ev("a", "0"), false) // stored
-		p.failed("a")                    // Retry gave up on a call of a's
-		p.failed("b")                    // a tenant of Do events only
-		time.Sleep(50 * time.Millisecond)
-		p.done("a", ev("a", "1"), true) // its call failed
-		time.Sleep(100 * time.Millisecond)
-		check("150ms", nil, []string{"100ms b"}) // a's third done has not come
-		p.done("a", ev("a", "2"), true)          // it waited in a's lane as a was paused
-		time.Sleep(time.Second)                  // the first write fails after storing 1
-		check("1.15s", []string{"150ms a 12", "350ms a 2"}, []string{"350ms a"})
-		p.mu.Lock()
-		if len(p.tenants) != 0 {
-			t.Errorf("%d tenants held after their resumes", len(p.tenants))
-		}
-		p.mu.Unlock()
-
-		// An async event of g admitted as g's kept one is written: g resumes
-		// once its done has come and what it kept is written too.
-		p.admit("g")
-		p.done("g", ev("g", "1"), true)
-		time.Sleep(200 * time.Millisecond)
-		p.admit("g")
-		close(hold["g"])
-		check("1.35s", []string{"1.25s g 1"}, nil)
-		p.done("g", ev("g", "2"), true)
-		check("1.35s", []string{"1.35s g 2"}, []string{"1.35s g"})
-
-		p.admit("c")
-		p.done("c", ev("c", "1"), true)
-		p.admit("d")
-		p.done("d", ev("d", "1"), true)
 		time.Sleep(time.Second)
-		check("2.35s", []string{"1.45s c 1", "1.45s d 1"}, []string{"1.45s d"}) // c's write hangs
-		if kept := p.stop(); len(kept) != 1 || kept[0].Tenant != "c" || kept[0].ID != "1" {
-			t.Errorf("stop kept %v, want c's 1", kept)
+		check("1s", "100ms a")
+		if r.held("a") {
+			t.Error("a held after its resume")
 		}
-		p.failed("e")
+		for range 7 { // a's resumed calls fail for good again: 200 ms, 400 ms, ... 3.2 s, 3.2 s
+			r.pause("a")
+			time.Sleep(4 * time.Second)
+		}
+		check("29s", "1.2s a", "5.4s a", "9.8s a", "14.6s a", "20.2s a", "24.2s a", "28.2s a")
+		r.committed("a") // a's call committed: the next pause waits 100 ms again
+		r.pause("a")
+		r.pause("b")
+		time.Sleep(time.Second)
+		check("30s", "29.1s a", "29.1s b")
+		r.pause("c")
+		r.stop()
+		r.pause("d")
 		time.Sleep(time.Minute)
-		check("after stop", nil, nil)
+		check("after stop")
 	})
 }
 
