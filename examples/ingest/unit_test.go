@@ -219,9 +219,10 @@ func TestResumes(t *testing.T) {
 		check("29s", "1.2s a", "5.4s a", "9.8s a", "14.6s a", "20.2s a", "24.2s a", "28.2s a")
 		r.committed("a") // a's call committed: the next pause waits 100 ms again
 		r.pause("a")
+		time.Sleep(10 * time.Millisecond)
 		r.pause("b")
 		time.Sleep(time.Second)
-		check("30s", "29.1s a", "29.1s b")
+		check("30s", "29.1s a", "29.11s b")
 		r.pause("c")
 		r.stop()
 		r.pause("d")
