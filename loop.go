@@ -56,7 +56,8 @@ type loop[K comparable, I, O any] struct {
 	stops   int  // workers it stopped
 	exited  int  // of those, gone
 
-	tally Stats // the counters since New; stats fills in the rest
+	tally Stats     // the counters since New; stats fills in the rest
+	ops   sharedOps // operations on the channels the shards share: see sharedOps
 
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
@@ -88,9 +89,9 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, lim.queuedWeight),
 	}
-	l.share = newShare[K, I, O](lim, f.spare, f.waitForRoom)
+	l.share = newShare[K, I, O](lim, f.spare, f.waitForRoom, &l.ops)
 	l.slots = slots[K, I, O]{pool: f.slots, shards: len(f.shards), own: own, most: most,
-		start: func() *worker[K, I, O] { return newWorker(f) }}
+		start: func() *worker[K, I, O] { return newWorker(f) }, ops: &l.ops}
 	if l.shared = f.spare != nil; l.shared { // the room starts in spare: see share
 		l.st.grow(-lim.queued, -sharedWeight(lim))
 	}
@@ -117,6 +118,7 @@ func (l *loop[K, I, O]) run() {
 		var slot <-chan *worker[K, I, O]
 		if l.slots.starved {
 			slot = l.slots.pool.free
+			l.ops.add(1) // the select below waits on it
 		}
 		var poke <-chan struct{}
 		if l.share.reserved {
@@ -523,6 +525,7 @@ func (l *loop[K, I, O]) end() bool {
 	}
 	l.alarm.t.Stop()
 	l.s.last = l.stats()
+	l.s.ops = l.ops
 	close(l.s.done)
 	// Every message sent before done was closed is in inc now. await waits
 	// for the answer to it without watching done, so answer those.

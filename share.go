@@ -262,6 +262,8 @@ type share[K comparable, I, O any] struct {
 	last     uint64        // with one shard, the last wait number given: see number
 
 	end op // the ferry's end, as spare said it has begun (see room.end): opClose, opShutdown, or 0
+
+	ops *sharedOps // the loop's count of operations on spare: see sharedOps
 }
 
 // heard records the ferry's end, o, that the pool says has begun (see
@@ -281,6 +283,7 @@ func (sh *share[K, I, O]) number() uint64 {
 		sh.last++
 		return sh.last
 	}
+	sh.ops.add(2)
 	p := sh.spare.take()
 	p.next++
 	n := p.next
@@ -290,9 +293,10 @@ func (sh *share[K, I, O]) number() uint64 {
 }
 
 // newShare returns a shard's share of spare, the ferry's shared room (nil
-// with one shard), whose limits are lim; with WaitForRoom it has a poke.
-func newShare[K comparable, I, O any](lim limits, spare room, waitForRoom bool) share[K, I, O] {
-	sh := share[K, I, O]{lim: lim, spare: spare}
+// with one shard), whose limits are lim, counting its operations on spare
+// in ops; with WaitForRoom it has a poke.
+func newShare[K comparable, I, O any](lim limits, spare room, waitForRoom bool, ops *sharedOps) share[K, I, O] {
+	sh := share[K, I, O]{lim: lim, spare: spare, ops: ops}
 	if spare != nil && waitForRoom {
 		sh.poke = make(chan struct{}, 1)
 	}
@@ -321,6 +325,7 @@ func (sh *share[K, I, O]) borrowRoom(need, has budget) budget {
 	if short == (budget{}) {
 		return budget{}
 	}
+	sh.ops.add(2)
 	p := sh.spare.take()
 	if sh.heard(p.end); sh.end != 0 { // the ferry ends: its admissions are refused
 		sh.spare.put(p)
@@ -483,6 +488,7 @@ func (sh *share[K, I, O]) giveBackRoom(back budget) {
 	if back == (budget{}) && !ending {
 		return
 	}
+	sh.ops.add(2)
 	p := sh.spare.take()
 	sh.heard(p.end)
 	p.give(back)
@@ -507,6 +513,7 @@ func (sh *share[K, I, O]) giveBackRoom(back budget) {
 // end has begun (see room.end) it returns has and false, and changes
 // nothing: the loop hears of it (end) and answers its line.
 func (sh *share[K, I, O]) roomFor(b, has budget, n, next uint64) (budget, bool) {
+	sh.ops.add(2)
 	p := sh.spare.take()
 	if sh.heard(p.end); sh.end != 0 {
 		sh.spare.put(p)

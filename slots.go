@@ -68,6 +68,7 @@ type slots[K comparable, I, O any] struct {
 	workers []*worker[K, I, O]      // the workers it holds, each on a slot, by id; nil: an id free
 	idle    []int                   // the ids of those with no batch
 	free    []int                   // the ids free
+	ops     *sharedOps              // the loop's count of operations on the pool: see sharedOps
 }
 
 // dispatching forgets that the shard was starved, as a dispatch begins:
@@ -86,7 +87,10 @@ func (sl *slots[K, I, O]) takeSlot() (id int, ok bool) {
 		if len(sl.workers) == sl.most {
 			return 0, false
 		}
-	} else if wk, ok = sl.pool.tryTake(); !ok {
+		return sl.hold(nil), true
+	}
+	sl.ops.add(1)
+	if wk, ok = sl.pool.tryTake(); !ok {
 		sl.starved = true
 		return 0, false
 	}
@@ -141,6 +145,7 @@ func (sl *slots[K, I, O]) giveBackIdleSlots() {
 
 // giveBack gives worker id back to the pool, with its slot.
 func (sl *slots[K, I, O]) giveBack(id int) {
+	sl.ops.add(1)
 	sl.pool.put(sl.workers[id])
 	sl.workers[id] = nil
 	sl.free = append(sl.free, id)
@@ -175,6 +180,7 @@ func (sl *slots[K, I, O]) stopWorkers(s *shard[K, I, O]) int {
 		wk.jobs <- job[K, I, O]{s: s} // a stop: no batch
 		n++
 		if sl.pool.free != nil {
+			sl.ops.add(1)
 			sl.pool.put(nil)
 		}
 	}
@@ -182,11 +188,13 @@ func (sl *slots[K, I, O]) stopWorkers(s *shard[K, I, O]) int {
 	if sl.pool.free == nil {
 		return n
 	}
+	sl.ops.add(2)
 	ended := <-sl.pool.ended + 1
 	sl.pool.ended <- ended
 	if ended < sl.shards {
 		return n
 	}
+	sl.ops.add(cap(sl.pool.free))
 	for range cap(sl.pool.free) {
 		if wk := <-sl.pool.free; wk != nil {
 			wk.jobs <- job[K, I, O]{s: s}
