@@ -8,11 +8,15 @@ package ferry
 // the tag ferrycount, is for measuring (BenchmarkCores reports it); without
 // the tag it is empty (count_off.go). Each loop counts in its own state, so
 // no count is shared; the loop copies its count to its shard as it ends
-// (see loop.end). loop: its methods run on the shard's loop goroutine.
-type sharedOps struct{ n uint64 }
+// (see loop.end).
+type sharedOps = opCount
+
+// opCount is sharedOps with the tag ferrycount: a count. loop: its methods
+// run on the shard's loop goroutine.
+type opCount struct{ n uint64 }
 
 // add counts n operations.
-func (c *sharedOps) add(n int) { c.n += uint64(n) }
+func (c *opCount) add(n int) { c.n += uint64(n) }
 
 // SharedOps is, with the build tag ferrycount only, the operations f's loops
 // made on the channels all its shards share, since New: 0 with one shard.

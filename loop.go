@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -89,7 +90,7 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, lim.queuedWeight),
 	}
-	l.share = newShare[K, I, O](lim, f.spare, f.waitForRoom, &l.ops)
+	l.share = newShare[K, I, O](lim, f.spare, f.waitForRoom, f.shards, slices.Index(f.shards, s), &l.ops)
 	l.slots = slots[K, I, O]{pool: f.slots, shards: len(f.shards), own: own, most: most,
 		start: func() *worker[K, I, O] { return newWorker(f) }, ops: &l.ops}
 	if l.shared = f.spare != nil; l.shared { // the room starts in spare: see share
@@ -241,6 +242,8 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		l.borrowWait(m.g, m.part)
 	case opLeave:
 		l.leave(m)
+	case opGiveBack:
+		l.share.pressed = true // give back all the room spare as the wake-up ends
 	}
 }
 

@@ -37,6 +37,7 @@ const (
 	opResume                    // from Resume: m.key is no longer paused
 	opBorrowWait                // from DoMany over several shards, with WaitForRoom: wait for the room of all of m.g, then grant it (word on part m.part's channel)
 	opLeave                     // from a Submit (m.word) or a DoMany (part m.part of m.g) whose ctx ended while it waited for room: see loop.leave
+	opGiveBack                  // from a shard or a DoMany short of room: give back all the room held spare (see share.borrowRoom)
 )
 
 // byCaller is the worker of a release from a direct call: its caller.
