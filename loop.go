@@ -93,6 +93,9 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 	l.share = newShare[K, I, O](lim, f.spare, f.waitForRoom, f.shards, slices.Index(f.shards, s), &l.ops)
 	l.slots = slots[K, I, O]{pool: f.slots, shards: len(f.shards), own: own, most: most,
 		start: func() *worker[K, I, O] { return newWorker(f) }, ops: &l.ops}
+	if f.slots.free != nil {
+		l.slots.poke = make(chan struct{}, 1)
+	}
 	if l.shared = f.spare != nil; l.shared { // the room starts in spare: see share
 		l.st.grow(-lim.queued, -sharedWeight(lim))
 	}
@@ -107,7 +110,8 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 // the alarm to the next deadline. Time is read once per wake-up. The timer's
 // channel is in the select only while the alarm is set: a timer channel makes
 // every select on it take the timer's lock and read the clock. So is the
-// ferry's slots channel, only while the shard is starved of a slot, and its
+// ferry's slots channel, only while the shard is starved of a slot below its
+// share (see slots), and its
 // poke, only while it has a reservation on the shared room (WaitForRoom).
 func (l *loop[K, I, O]) run() {
 	inc := l.s.inc
@@ -117,7 +121,7 @@ func (l *loop[K, I, O]) run() {
 			fire = l.alarm.t.C
 		}
 		var slot <-chan *worker[K, I, O]
-		if l.slots.starved {
+		if l.slots.parked() {
 			slot = l.slots.pool.free
 			l.ops.add(1) // the select below waits on it
 		}
