@@ -154,6 +154,7 @@ func (sl *slots[K, I, O]) takeSlot() (id int, ok bool) {
 	// Its share at least, all busy: wait for a poke, then look once more,
 	// for a slot given back before the poke was in wants.
 	sl.ops.add(3)
+	sl.drain()
 	sl.pool.want(sl.poke)
 	sl.waiting = true
 	if wk, ok = sl.pool.tryTake(); ok {
@@ -233,8 +234,18 @@ func (sl *slots[K, I, O]) giveBack(id int) {
 	sl.workers[id] = nil
 	sl.free = append(sl.free, id)
 	sl.gave = true
-	if sl.held() < sl.own {
-		sl.waiting = false // below its share it waits on the pool: see run
+	if sl.waiting { // it looks at the pool again, a poke to come or not
+		sl.waiting = false
+		sl.drain()
+	}
+}
+
+// drain takes a poke left in the shard's poke channel, if any: one sent
+// after it stopped waiting.
+func (sl *slots[K, I, O]) drain() {
+	select {
+	case <-sl.poke:
+	default:
 	}
 }
 
