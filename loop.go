@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -60,7 +61,8 @@ type loop[K comparable, I, O any] struct {
 	stops   int  // workers it stopped
 	exited  int  // of those, gone
 
-	tally Stats // the counters since New; stats fills in the rest
+	tally Stats     // the counters since New; stats fills in the rest
+	ops   sharedOps // operations on the channels the shards share: see sharedOps
 
 	errFull, errFullWeight error
 	drained                []*waiter[K, I, O]
@@ -92,9 +94,12 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
 			ErrRejected, lim.queuedWeight),
 	}
-	l.share = newShare[K, I, O](lim, f.spare, f.waitForRoom)
+	l.share = newShare[K, I, O](lim, f.spare, f.waitForRoom, f.shards, slices.Index(f.shards, s), &l.ops)
 	l.slots = slots[K, I, O]{pool: f.slots, shards: len(f.shards), own: own, most: most,
-		start: func() *worker[K, I, O] { return newWorker(f) }}
+		start: func() *worker[K, I, O] { return newWorker(f) }, ops: &l.ops}
+	if f.slots.free != nil {
+		l.slots.poke = make(chan struct{}, 1)
+	}
 	if l.shared = f.spare != nil; l.shared { // the room starts in spare: see share
 		l.st.grow(-lim.queued, -sharedWeight(lim))
 	}
@@ -109,7 +114,8 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 // the alarm to the next deadline. Time is read once per wake-up. The timer's
 // channel is in the select only while the alarm is set: a timer channel makes
 // every select on it take the timer's lock and read the clock. So is the
-// ferry's slots channel, only while the shard is starved of a slot, and its
+// ferry's slots channel, only while the shard is starved of a slot below its
+// share (see slots), and its
 // poke, only while it has a reservation on the shared room (WaitForRoom).
 func (l *loop[K, I, O]) run() {
 	inc := l.s.inc
@@ -119,8 +125,9 @@ func (l *loop[K, I, O]) run() {
 			fire = l.alarm.t.C
 		}
 		var slot <-chan *worker[K, I, O]
-		if l.slots.starved {
+		if l.slots.parked() {
 			slot = l.slots.pool.free
+			l.ops.add(1) // the select below waits on it
 		}
 		var poke <-chan struct{}
 		if l.share.reserved {
@@ -246,6 +253,8 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 		l.borrowWait(m.g, m.part)
 	case opLeave:
 		l.leave(m)
+	case opGiveBack:
+		l.share.pressed = true // give back all the room spare as the wake-up ends
 	}
 }
 
@@ -547,6 +556,7 @@ func (l *loop[K, I, O]) end() bool {
 	}
 	l.alarm.t.Stop()
 	l.s.last, l.s.lastPaused = l.stats(), l.paused.list()
+	l.s.ops = l.ops
 	close(l.s.done)
 	// Every message sent before done was closed is in inc now. await waits
 	// for the answer to it without watching done, so answer those.

@@ -38,6 +38,7 @@ const (
 	opBorrowWait                // from DoMany over several shards, with WaitForRoom: wait for the room of all of m.g, then grant it (word on part m.part's channel)
 	opPaused                    // from Paused: reply on m.paused
 	opLeave                     // from a Submit (m.word) or a DoMany (part m.part of m.g) whose ctx ended while it waited for room: see loop.leave
+	opGiveBack                  // from a shard or a DoMany short of room: give back all the room held spare (see share.borrowRoom)
 )
 
 // byCaller is the worker of a release from a direct call: its caller.

@@ -345,6 +345,7 @@ func TestPausedInputBorrowsNoRoom(t *testing.T) {
 		require.NoError(t, f.Flush(ctx))
 		synctest.Wait()
 		assert.ErrorIs(t, got(t, first).err, errBoom)
+		spareOf(h) // shard 0 gives back its allowance, first's room, before it stops
 
 		var refused chan answer
 		release := stopAfter(h, 0, stop(h, 0), func() { refused = do(f, ctx, in{Key: a, ID: 2}) })

@@ -15,6 +15,7 @@ type shard[K comparable, I, O any] struct {
 	inc    chan msg[K, I, O] // from callers, workers and direct calls -> loop
 	done   chan struct{}     // closed by the loop when every goroutine has gone
 	last   Stats             // written by the loop before done is closed
+	ops    sharedOps         // the loop's count, written with last: see sharedOps
 	ctx    context.Context   // of batched calls; cancelled with ErrClosed on close
 	cancel context.CancelCauseFunc
 

@@ -321,8 +321,15 @@ func TestDropIsToldOnceItsRoomIsLent(t *testing.T) {
 	})
 }
 
-// spareOf is the room no shard of h holds, read as a loop reads it.
+// spareOf is the room that no admission holds, read as a loop reads it:
+// spare's, once every shard has given back its allowance (asked as a shard
+// short of room asks, see askBack), in a bubble. A shard stopped in a
+// wake-up (see stop) gives its allowance back only as it goes on.
 func spareOf(h *harness) budget {
+	for _, s := range h.f.shards {
+		askBack(s)
+	}
+	synctest.Wait()
 	p := <-h.f.spare
 	free := p.free
 	h.f.spare <- p

@@ -51,6 +51,7 @@ func (r room) end(o op) {
 	if p.end != opClose {
 		p.end = o
 	}
+	p.wake() // those waiting for room back hear of it
 	r.put(p)
 }
 
@@ -79,12 +80,20 @@ func (r room) put(p *pool) {
 // shard polls. end is the ferry's end once it has begun (see room.end). It
 // is pure bookkeeping: the room's channel is its lock, and whoever holds it
 // calls its methods; pokes is what room.put sends.
+//
+// Without WaitForRoom a shard keeps room spare between its wake-ups, an
+// allowance (see share.giveBackRoom): holds marks, by shard, those that may
+// hold some, and waiters are the pokes of those that lack room while one
+// does (see share.borrowRoom, borrow). They are poked as room comes back, or
+// once no shard holds any.
 type pool struct {
-	free  budget
-	resv  []reservation
-	pokes []chan struct{}
-	next  uint64
-	end   op // opClose, opShutdown, or 0
+	free    budget
+	resv    []reservation
+	pokes   []chan struct{}
+	next    uint64
+	end     op // opClose, opShutdown, or 0
+	holds   []bool
+	waiters []chan struct{}
 }
 
 // reservation is a shard's claim on the room given back, for the first
@@ -111,11 +120,57 @@ func (p *pool) borrow(want budget) budget {
 	return got
 }
 
-// give adds b to free, then fills the reservations from it.
+// give adds b to free, then fills the reservations from it; if it gives
+// any, it wakes the waiters.
 func (p *pool) give(b budget) {
 	p.free.n += b.n
 	p.free.w += b.w // within the room's total: no wrap
 	p.fill()
+	if b != (budget{}) {
+		p.wake()
+	}
+}
+
+// hold records whether shard i may hold room spare between its wake-ups;
+// once none does, it wakes the waiters.
+func (p *pool) hold(i int, on bool) {
+	if i >= len(p.holds) {
+		if !on {
+			return
+		}
+		p.holds = append(p.holds, make([]bool, i+1-len(p.holds))...)
+	}
+	p.holds[i] = on
+	if !on && !p.held(-1) {
+		p.wake()
+	}
+}
+
+// held reports whether a shard but shard me (-1: none) may hold room spare.
+func (p *pool) held(me int) bool {
+	for i, h := range p.holds {
+		if h && i != me {
+			return true
+		}
+	}
+	return false
+}
+
+// holders appends to to the shards but me that may hold room spare.
+func (p *pool) holders(me int, to []int) []int {
+	for i, h := range p.holds {
+		if h && i != me {
+			to = append(to, i)
+		}
+	}
+	return to
+}
+
+// wake pokes the waiters (see room.put), and forgets them.
+func (p *pool) wake() {
+	p.pokes = append(p.pokes, p.waiters...)
+	clear(p.waiters)
+	p.waiters = p.waiters[:0]
 }
 
 // reserve makes poke's reservation the one of admission n, which needs
@@ -235,17 +290,24 @@ func (p *pool) find(poke chan struct{}) int {
 // A shard's core room is what it holds of the room: as a wake-up starts it
 // borrows, in one go, what it lacks for the admissions among its messages
 // (borrowRoom), and as the wake-up ends, before the batches it took start,
-// it gives back all it holds spare (giveBackRoom). So the shards never hold
-// more than the configured room between them, and a shard rejects only when
-// the room is full: but for room another shard holds within a wake-up in
-// progress (borrowed for an admission it then refused for another reason,
-// or for one need guessed would join a lane and that claimed it, or freed by
-// a batch it took or a drop), as one loop would have
-// ordered the two; the callers of those batches and drops hear of them only
-// after the lend (see replyAfterLend). Borrowing ahead would save channel
-// operations and break that: a room sized for exactly its callers would
-// reject some. With no MaxQueuedWeight the weight shared is MaxInt64, the
-// whole weight of one loop's room (see sharedWeight).
+// it gives back what it holds spare (giveBackRoom). Without WaitForRoom it
+// keeps an allowance: as much room spare as it has had in use lately (see
+// allowance), so that a shard whose callers come back finds their room at
+// home and touches spare only when its allowance falls short or far passes
+// its use. The pool marks the shards that may hold an allowance (pool.holds);
+// a shard short of room while another may hold one asks those for it
+// (opGiveBack, the pressure), waits until they have given it all back (each
+// at its next wake-up, and keeps none while anyone waits), and borrows again.
+// So the shards never hold more than the configured room between them, and
+// a shard rejects only when the room is full: but for room another shard
+// holds within a wake-up in progress (borrowed for an admission it then
+// refused for another reason, or for one need guessed would join a lane and
+// that claimed it, or freed by a batch it took or a drop), as one loop would
+// have ordered the two; the callers of those batches and drops hear of them
+// only after the lend (see replyAfterLend). With WaitForRoom a shard keeps
+// nothing: the room given back goes to the reservations in their order. With
+// no MaxQueuedWeight the weight shared is MaxInt64, the whole weight of one
+// loop's room (see sharedWeight).
 type share[K comparable, I, O any] struct {
 	lim limits // the shard's
 
@@ -259,9 +321,22 @@ type share[K comparable, I, O any] struct {
 	poke     chan struct{} // the shard's, capacity 1: wakes its loop once the reservation is full
 	reserved bool          // the shard has a reservation in spare: see roomFor
 	wants    bool          // an admission waits for room: see loop.admitWaiting
-	last     uint64        // with one shard, the last wait number given: see number
+	lastN    uint64        // with one shard, the last wait number given: see number
 
 	end op // the ferry's end, as spare said it has begun (see room.end): opClose, opShutdown, or 0
+
+	// Without WaitForRoom: the allowance (see allowance, giveBackRoom).
+	me      int               // the shard's index in shards, and in the pool's holds
+	shards  []*shard[K, I, O] // the ferry's: those that may hold room are asked for it
+	keeps   bool              // it keeps an allowance: several shards, no WaitForRoom
+	holds   bool              // the pool marks it as one that may (pool.holds)
+	pressed bool              // a shard waits for room: give it all back as this wake-up ends
+	used    budget            // the most room in use at a give-back in this window
+	last    budget            // and in the window before
+	turns   int               // give-backs in this window
+	asks    []int             // the shards to ask for room back: see askBack
+
+	ops *sharedOps // the loop's count of operations on spare: see sharedOps
 }
 
 // heard records the ferry's end, o, that the pool says has begun (see
@@ -278,9 +353,10 @@ func (sh *share[K, I, O]) heard(o op) {
 // admissions waiting in every shard by when they began to wait (see pool).
 func (sh *share[K, I, O]) number() uint64 {
 	if sh.spare == nil {
-		sh.last++
-		return sh.last
+		sh.lastN++
+		return sh.lastN
 	}
+	sh.ops.add(2)
 	p := sh.spare.take()
 	p.next++
 	n := p.next
@@ -289,12 +365,15 @@ func (sh *share[K, I, O]) number() uint64 {
 	return n
 }
 
-// newShare returns a shard's share of spare, the ferry's shared room (nil
-// with one shard), whose limits are lim; with WaitForRoom it has a poke.
-func newShare[K comparable, I, O any](lim limits, spare room, waitForRoom bool) share[K, I, O] {
-	sh := share[K, I, O]{lim: lim, spare: spare}
-	if spare != nil && waitForRoom {
+// newShare returns the share of shards[me] in spare, the ferry's shared
+// room (nil with one shard), whose limits are lim, counting its operations
+// on spare in ops. With several shards it has a poke: with WaitForRoom for
+// its reservation, else to wait for room back (and it keeps an allowance).
+func newShare[K comparable, I, O any](lim limits, spare room, waitForRoom bool, shards []*shard[K, I, O], me int, ops *sharedOps) share[K, I, O] {
+	sh := share[K, I, O]{lim: lim, spare: spare, ops: ops, shards: shards, me: me}
+	if spare != nil {
 		sh.poke = make(chan struct{}, 1)
+		sh.keeps = !waitForRoom
 	}
 	return sh
 }
@@ -308,27 +387,66 @@ func (sh *share[K, I, O]) waiting(wants bool) { sh.wants = wants }
 // admissions among ms, one wake-up's messages, or as much as spare has, so
 // that the core refuses one only if the shared room cannot hold it. It
 // borrows nothing for what takes no room in one loop (see need), and nothing
-// while the core refuses every admission. What is borrowed and not used (a
-// rejection for another reason) goes back with giveBackRoom at the end of
-// the wake-up. need is need's answer, has what the core holds spare; it
-// returns what it borrowed, which the loop adds to its core.
+// while the core refuses every admission. need is need's answer, has what
+// the core holds spare; it returns what the core holds spare after.
+//
+// If spare falls short while another shard may hold an allowance, it gives
+// spare all it has and what it took, asks those shards for theirs (see
+// askBack), waits for its poke (pool.wake), and borrows again: it goes on
+// only once spare holds what it lacks or no other shard holds any. Those
+// asked never wait for it: a shard that waits holds nothing. Room borrowed
+// and not used goes back, or stays as the allowance, with giveBackRoom at
+// the end of the wake-up.
 func (sh *share[K, I, O]) borrowRoom(need, has budget) budget {
 	whole := sharedWeight(sh.lim)
 	if need.w < 0 { // past MaxInt64: more than the room
 		need.w = whole
 	}
-	short := budget{max(0, min(need.n, sh.lim.queued)-has.n), max(0, min(need.w, whole)-has.w)}
-	if short == (budget{}) {
-		return budget{}
-	}
-	p := sh.spare.take()
-	if sh.heard(p.end); sh.end != 0 { // the ferry ends: its admissions are refused
+	want := budget{min(need.n, sh.lim.queued), min(need.w, whole)}
+	for {
+		short := budget{max(0, want.n-has.n), max(0, want.w-has.w)}
+		if short == (budget{}) {
+			return has
+		}
+		sh.ops.add(2)
+		p := sh.spare.take()
+		if sh.heard(p.end); sh.end != 0 { // the ferry ends: its admissions are refused
+			sh.spare.put(p)
+			return has
+		}
+		got := p.borrow(short)
+		if got.holds(short) || !p.held(sh.me) {
+			if sh.keeps && len(p.waiters) == 0 { // what is left stays, if the allowance keeps it
+				p.hold(sh.me, true)
+				sh.holds = true
+			}
+			sh.pressed = sh.pressed || len(p.waiters) > 0
+			sh.spare.put(p)
+			return budget{has.n + got.n, has.w + got.w}
+		}
+		p.give(budget{has.n + got.n, has.w + got.w}) // within the room's total
+		p.hold(sh.me, false)
+		sh.holds, has = false, budget{}
+		p.waiters = append(p.waiters, sh.poke)
+		sh.asks = p.holders(sh.me, sh.asks[:0])
 		sh.spare.put(p)
-		return budget{}
+		for _, i := range sh.asks {
+			askBack(sh.shards[i])
+		}
+		<-sh.poke
 	}
-	got := p.borrow(short)
-	sh.spare.put(p)
-	return got
+}
+
+// askBack asks s's loop for the room it holds spare (opGiveBack): it gives it
+// back as its next wake-up ends. The send never blocks: if s's channel is
+// full, a goroutine of its own sends, or gives up once s has ended.
+func askBack[K comparable, I, O any](s *shard[K, I, O]) {
+	m := msg[K, I, O]{op: opGiveBack}
+	select {
+	case s.inc <- m:
+	default:
+		go s.send(m)
+	}
 }
 
 // need is the room that the admissions among ms take if the core lets them
@@ -473,24 +591,59 @@ func (sh *share[K, I, O]) released(core *state[K, *waiter[K, I, O]], key K) {
 // MaxQueuedWeight, or MaxInt64 without one, as one loop's room has.
 func sharedWeight(lim limits) int64 { return cmp.Or(lim.queuedWeight, math.MaxInt64) }
 
-// giveBackRoom gives back to spare all the room this shard holds spare, for
-// the other shards: it fills the reservations in their order, this shard's
-// too, which keeps its place while an admission waits for room here
-// (wants), and ends once none does. back is what the core held spare, which
-// the loop has taken out of it (see loop.giveBackRoom).
-func (sh *share[K, I, O]) giveBackRoom(back budget) {
+// giveBackRoom gives back to spare the room this shard holds spare, spare,
+// but for its allowance, and returns what it keeps. It keeps an allowance
+// only while the shard keeps one (no WaitForRoom), admits (admits), the
+// ferry's end has not begun, and no shard waits for room: else it gives all
+// back, and the pool no longer marks it (see pool.hold). Room given back
+// fills the reservations in their order, this shard's too, which keeps its
+// place while an admission waits for room here (wants), and ends once none
+// does. The mark stays while the shard keeps none, until it is asked: it
+// takes spare only when it gives back room, or its mark changes.
+func (sh *share[K, I, O]) giveBackRoom(spare, used budget, admits bool) budget {
 	ending := sh.reserved && !sh.wants
-	if back == (budget{}) && !ending {
-		return
+	active := sh.keeps && admits && sh.end == 0 && !sh.pressed
+	var keep budget
+	if active {
+		keep = sh.allowance(spare, used)
 	}
+	mark := active && (sh.holds || keep != (budget{})) // a mark stays while it keeps none
+	if spare == keep && !ending && mark == sh.holds {
+		return keep // nothing to give back, and the mark stands
+	}
+	sh.ops.add(2)
 	p := sh.spare.take()
-	sh.heard(p.end)
-	p.give(back)
+	if sh.heard(p.end); sh.end != 0 || len(p.waiters) > 0 {
+		keep, mark = budget{}, false
+	}
+	p.give(budget{spare.n - keep.n, spare.w - keep.w})
 	if ending {
 		p.cancel(sh.poke)
 		sh.reserved = false
 	}
+	if mark != sh.holds {
+		p.hold(sh.me, mark)
+		sh.holds = mark
+	}
+	sh.pressed = false
 	sh.spare.put(p)
+	return keep
+}
+
+// allowance is what the shard keeps of spare, the room it holds spare, with
+// used the room in use in its core (queued inputs and their weight): all of
+// it, unless it passes twice the most in use at a give-back in this window
+// or the last (64 give-backs each), in inputs or in weight; then that most.
+func (sh *share[K, I, O]) allowance(spare, used budget) budget {
+	sh.used = budget{max(sh.used.n, used.n), max(sh.used.w, used.w)}
+	if sh.turns++; sh.turns == 64 {
+		sh.last, sh.used, sh.turns = sh.used, used, 0
+	}
+	top := budget{max(sh.used.n, sh.last.n), max(sh.used.w, sh.last.w)}
+	if spare.n-top.n > top.n || spare.w-top.w > top.w { // no wrap: all >= 0
+		return budget{min(spare.n, top.n), min(spare.w, top.w)}
+	}
+	return spare
 }
 
 // roomFor reserves room for b, the need of the first admission in the
@@ -507,6 +660,7 @@ func (sh *share[K, I, O]) giveBackRoom(back budget) {
 // end has begun (see room.end) it returns has and false, and changes
 // nothing: the loop hears of it (end) and answers its line.
 func (sh *share[K, I, O]) roomFor(b, has budget, n, next uint64) (budget, bool) {
+	sh.ops.add(2)
 	p := sh.spare.take()
 	if sh.heard(p.end); sh.end != 0 {
 		sh.spare.put(p)
@@ -527,16 +681,17 @@ func (l *loop[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
 	if !l.admits() {
 		return
 	}
-	n, w := l.st.spare()
-	got := l.share.borrowRoom(l.share.need(ms, l.st, &l.paused), budget{n, w})
+	has := l.takeSpare()
+	got := l.share.borrowRoom(l.share.need(ms, l.st, &l.paused), has)
 	l.st.grow(got.n, got.w)
 }
 
 // giveBackRoom gives the room the core holds spare back to the shared
-// room, with several shards (see share.giveBackRoom).
+// room, but for the allowance, with several shards (see share.giveBackRoom).
 func (l *loop[K, I, O]) giveBackRoom() {
 	if l.share.spare != nil {
-		l.share.giveBackRoom(l.takeSpare())
+		kept := l.share.giveBackRoom(l.takeSpare(), budget{l.st.queued, l.st.weight}, l.admits())
+		l.st.grow(kept.n, kept.w)
 	}
 }
 
@@ -552,18 +707,41 @@ func (l *loop[K, I, O]) takeSpare() budget {
 // the part's room to its own as it lets the part in, and refuses it only if
 // it is closing. It reports false, and takes nothing, if spare lacks that
 // room (the room is full but for room that a shard holds within a wake-up)
-// or the ferry's end has begun (see room.end). The parts then hold room
+// or the ferry's end has begun (see room.end); while a shard may hold the
+// room it lacks as its allowance, it asks for it and waits, as a shard
+// does (see share.borrowRoom). The parts then hold room
 // shard by shard (see group.admit), or are refused. So two DoManys
 // over the same shards never each hold room the other needs, as they can
 // holding it shard by shard: one of them borrows, whatever the weights.
 func borrow[K comparable, I, O any](f *Ferry[K, I, O], g *group[K, I, O], total int64) bool {
-	p := f.spare.take()
-	if p.end != 0 || !p.free.holds(budget{len(g.ws), total}) {
+	var asks []int
+	var poke chan struct{}
+	for {
+		p := f.spare.take()
+		if p.end != 0 {
+			f.spare.put(p)
+			return false
+		}
+		if p.free.holds(budget{len(g.ws), total}) {
+			p.borrow(budget{len(g.ws), total})
+			f.spare.put(p)
+			break
+		}
+		if !p.held(-1) {
+			f.spare.put(p)
+			return false
+		}
+		if poke == nil { // a shard may hold the room as its allowance: ask, and wait
+			poke = make(chan struct{}, 1)
+		}
+		p.waiters = append(p.waiters, poke)
+		asks = p.holders(-1, asks[:0])
 		f.spare.put(p)
-		return false
+		for _, i := range asks {
+			askBack(f.shards[i])
+		}
+		<-poke
 	}
-	p.borrow(budget{len(g.ws), total})
-	f.spare.put(p)
 	for i := range g.parts {
 		g.parts[i].granted = true
 	}

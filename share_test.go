@@ -1,10 +1,14 @@
 package ferry
 
 import (
+	"context"
 	"math"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // share.need, without goroutines: the room a wake-up's admissions take, in
@@ -118,4 +122,105 @@ func TestShareNeed(t *testing.T) {
 	assert.Equal(t, budget{2, -1}, sh.need([]m{do("a", math.MaxInt64), do("b", 1)}, newState[string, *w](lim), nil), "a sum past MaxInt64 is -1")
 	assert.Equal(t, int64(math.MaxInt64), sharedWeight(lim))
 	assert.Equal(t, int64(7), sharedWeight(limits{queuedWeight: 7}))
+}
+
+// freeOf is what spare holds free now, the shards' allowances left out.
+func freeOf(h *harness) budget {
+	p := <-h.f.spare
+	free := p.free
+	h.f.spare <- p
+	return free
+}
+
+// A shard keeps the room its callers used as its allowance, and gives it
+// back when another shard lacks room: the other shard asks it (opGiveBack),
+// waits, and admits, as one loop would with a room that holds both. Here
+// shard 0, idle, keeps the room of two inputs, all the room there is, and
+// shard 1 then admits two. Mutations: no allowance (spare gets the room
+// back at once); a shard short of room rejecting without asking (b's are
+// rejected); opGiveBack ignored (shard 1 waits for ever: the bubble
+// deadlocks).
+func TestAllowanceGoesBackWhenAsked(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 2, MaxBatchDelay: time.Hour}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		a, b := keysIn(h, 0, 2), keysIn(h, 1, 2)
+		x, y := h.do(ctx, in{Key: a[0], ID: 1}), h.do(ctx, in{Key: a[1], ID: 2})
+		synctest.Wait()
+		require.NoError(t, h.f.Flush(ctx))
+		synctest.Wait()
+		assert.Equal(t, 10, got(t, x).out)
+		assert.Equal(t, 20, got(t, y).out)
+		assert.Equal(t, 0, freeOf(h).n, "shard 0 keeps the room its callers used")
+
+		u, v := h.do(ctx, in{Key: b[0], ID: 3}), h.do(ctx, in{Key: b[1], ID: 4})
+		synctest.Wait()
+		pending(t, u)
+		pending(t, v)
+		s := h.f.Stats()
+		assert.Equal(t, 2, s.Queued, "shard 1 has the room shard 0 kept")
+		assert.Zero(t, s.Rejected)
+		require.NoError(t, h.f.Flush(ctx))
+		synctest.Wait()
+		assert.Equal(t, 30, got(t, u).out)
+		assert.Equal(t, 40, got(t, v).out)
+		assert.Equal(t, budget{2, math.MaxInt64}, spareOf(h), "all the room back once asked")
+	})
+}
+
+// A DoMany over both shards takes the room of all its inputs from spare in
+// one step (borrow), so that two of them never each hold room the other
+// needs; while shard 0 keeps as its allowance room the DoMany needs, its
+// borrow asks for it and waits, then takes it all, before either shard has
+// let a part in (shard 1 is stopped). Mutation: borrow refusing without
+// asking (the DoMany goes shard by shard: spare keeps 2 while shard 1 is
+// stopped).
+func TestDoManyAsksForTheAllowance(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := newHarness(t, Config[string, in]{Shards: 2, MaxQueued: 4, MaxBatchDelay: time.Hour}, false)
+		defer h.f.Close()
+		ctx := context.Background()
+		a, b := keysIn(h, 0, 2), keysIn(h, 1, 2)
+		first := []chan answer{h.do(ctx, in{Key: a[0], ID: 1}), h.do(ctx, in{Key: a[1], ID: 2})}
+		synctest.Wait()
+		require.NoError(t, h.f.Flush(ctx))
+		synctest.Wait()
+		for _, c := range first {
+			require.NoError(t, got(t, c).err)
+		}
+		require.Equal(t, 2, freeOf(h).n, "shard 0 keeps 2")
+
+		resume := stop(h, 1)
+		x := make(chan error, 1)
+		go func() {
+			_, err := h.f.DoMany(ctx, []in{{Key: a[0]}, {Key: a[1]}, {Key: b[0]}, {Key: b[1]}})
+			x <- err
+		}()
+		synctest.Wait()
+		assert.Zero(t, freeOf(h).n, "x took the room of its 4 inputs in one step")
+		resume()
+		assert.Equal(t, 4, h.f.Stats().Queued)
+		require.NoError(t, h.f.Flush(ctx))
+		synctest.Wait()
+		assert.NoError(t, <-x)
+		assert.Equal(t, budget{4, math.MaxInt64}, spareOf(h))
+	})
+}
+
+// allowance keeps all the room spare up to twice the most in use lately,
+// and past that the most in use; the window moves every 64 give-backs.
+// Mutation: keeping all of it (the second case keeps 9).
+func TestAllowance(t *testing.T) {
+	var sh share[string, in, int]
+	assert.Equal(t, budget{4, 4}, sh.allowance(budget{4, 4}, budget{2, 2}), "twice the most in use")
+	assert.Equal(t, budget{2, 2}, sh.allowance(budget{9, 9}, budget{0, 0}), "past twice: the most, 2")
+	for range 62 {
+		sh.allowance(budget{}, budget{1, 1})
+	}
+	assert.Equal(t, budget{2, 2}, sh.allowance(budget{5, 5}, budget{1, 1}), "the last window's most")
+	for range 64 {
+		sh.allowance(budget{}, budget{1, 1})
+	}
+	assert.Equal(t, budget{1, 1}, sh.allowance(budget{5, 5}, budget{1, 1}), "the most in these two windows")
 }

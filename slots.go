@@ -12,21 +12,50 @@ package ferry
 // its select; put gives one back and never blocks, as the slots taken and not
 // given back are never more than the channel holds. ended counts the shards
 // whose loops have ended, in a channel of one: the last stops the workers in
-// free (see slots.stopWorkers). Zero with one shard. Its methods run on the
-// loops.
+// free (see slots.stopWorkers). wants, a channel of one, holds the pokes of
+// the shards that found free empty while they held their share at least,
+// and look again only once poked: a shard that gives slots back pokes them
+// (see slots.lent). Zero with one shard. Its methods run on the loops.
 type tokens[K comparable, I, O any] struct {
 	free  chan *worker[K, I, O]
 	ended chan int
+	wants chan []chan struct{}
 }
 
 // newTokens returns n free slots, whose workers have not started.
 func newTokens[K comparable, I, O any](n int) tokens[K, I, O] {
-	t := tokens[K, I, O]{free: make(chan *worker[K, I, O], n), ended: make(chan int, 1)}
+	t := tokens[K, I, O]{free: make(chan *worker[K, I, O], n), ended: make(chan int, 1),
+		wants: make(chan []chan struct{}, 1)}
 	for range n {
 		t.free <- nil
 	}
 	t.ended <- 0
+	t.wants <- nil
 	return t
+}
+
+// want adds poke to the pokes of those that wait for a slot to be given back.
+func (t tokens[K, I, O]) want(poke chan struct{}) {
+	ps := <-t.wants
+	t.wants <- append(ps, poke)
+}
+
+// wake pokes those that wait for a slot to be given back, and forgets them.
+// A poke never blocks: a poke channel
+// holds one, and a second says nothing more.
+func (t tokens[K, I, O]) wake() {
+	ps := <-t.wants
+	if len(ps) == 0 {
+		t.wants <- ps
+		return
+	}
+	t.wants <- nil
+	for _, p := range ps {
+		select {
+		case p <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // tryTake takes a free slot, its worker or nil, and reports false at once if
@@ -50,8 +79,12 @@ func (t tokens[K, I, O]) put(wk *worker[K, I, O]) { t.free <- wk }
 // batched calls in flight, and the workers, across shards never pass it, while
 // one shard may run all of them: a shard with no idle worker takes a slot from
 // the pool, and starts its worker if it has none. A shard that finds none
-// there is starved: its loop then waits for one beside its inbound channel
-// (see loop.run and gotSlot). As a batch ends and its worker is idle again, a
+// there is starved: below its share (own), its loop then waits for one beside
+// its inbound channel (see loop.run and gotSlot); holding its share, it has
+// batches of its own to end, and instead records its poke in the pool's wants
+// (waiting) and does not look at the pool again until a shard that gives slots
+// back pokes it (see lent): so busy shards do not look at the pool at every
+// wake-up, nor wait on it. As a batch ends and its worker is idle again, a
 // shard keeps it if it holds no more than its own share (own), so that busy
 // shards do not pass slots back and forth, and else gives it back, where a
 // starved shard gets it; at the end of each dispatch it gives back the idle
@@ -68,11 +101,29 @@ type slots[K comparable, I, O any] struct {
 	workers []*worker[K, I, O]      // the workers it holds, each on a slot, by id; nil: an id free
 	idle    []int                   // the ids of those with no batch
 	free    []int                   // the ids free
+	poke    chan struct{}           // with several shards, capacity 1: poked once slots are given back
+	waiting bool                    // its poke is in the pool's wants, not poked yet: it holds own at least
+	gave    bool                    // it has given slots back since it last poked the pool's wants
+	ops     *sharedOps              // the loop's count of operations on the pool: see sharedOps
 }
 
 // dispatching forgets that the shard was starved, as a dispatch begins:
-// takeSlot will look at the pool again.
-func (sl *slots[K, I, O]) dispatching() { sl.starved = false }
+// takeSlot will look at the pool again, unless the shard waits for a poke
+// that has not come.
+func (sl *slots[K, I, O]) dispatching() {
+	sl.starved = false
+	if sl.waiting {
+		select {
+		case <-sl.poke:
+			sl.waiting = false
+		default:
+		}
+	}
+}
+
+// parked reports whether the loop waits for a slot in its select: it is
+// starved below its share.
+func (sl *slots[K, I, O]) parked() bool { return sl.starved && !sl.waiting }
 
 // takeSlot returns the id of an idle worker for a batch, with its slot, and
 // false if it has none (and, with several shards, marks the shard starved).
@@ -86,12 +137,35 @@ func (sl *slots[K, I, O]) takeSlot() (id int, ok bool) {
 		if len(sl.workers) == sl.most {
 			return 0, false
 		}
-	} else if wk, ok = sl.pool.tryTake(); !ok {
+		return sl.hold(nil), true
+	}
+	if sl.waiting { // the pool had none, and none was given back since
 		sl.starved = true
 		return 0, false
 	}
-	return sl.hold(wk), true
+	sl.ops.add(1)
+	if wk, ok = sl.pool.tryTake(); ok {
+		return sl.hold(wk), true
+	}
+	sl.starved = true
+	if sl.held() < sl.own {
+		return 0, false // the loop waits on the pool: see run
+	}
+	// Its share at least, all busy: wait for a poke, then look once more,
+	// for a slot given back before the poke was in wants.
+	sl.ops.add(3)
+	sl.drain()
+	sl.pool.want(sl.poke)
+	sl.waiting = true
+	if wk, ok = sl.pool.tryTake(); ok {
+		sl.starved = false
+		return sl.hold(wk), true
+	}
+	return 0, false
 }
+
+// held is how many slots the shard holds.
+func (sl *slots[K, I, O]) held() int { return len(sl.workers) - len(sl.free) }
 
 // gotSlot takes wk, a slot's worker or nil, that the starved loop's select
 // received from the pool, as an idle worker the shard holds.
@@ -120,7 +194,7 @@ func (sl *slots[K, I, O]) hold(wk *worker[K, I, O]) int {
 // gives it back with its slot if the shard holds more than its share.
 func (sl *slots[K, I, O]) releaseSlot(id int) {
 	sl.workers[id].idle = true
-	if sl.pool.free != nil && len(sl.workers)-len(sl.free) > sl.own {
+	if sl.pool.free != nil && sl.held() > sl.own {
 		sl.giveBack(id)
 		return
 	}
@@ -128,7 +202,8 @@ func (sl *slots[K, I, O]) releaseSlot(id int) {
 }
 
 // giveBackIdleSlots gives back the idle workers this shard holds, with their
-// slots, at the end of each dispatch, for the other shards.
+// slots, at the end of each dispatch, for the other shards; then, if it has
+// given any back since, it pokes those waiting for one (see lent).
 func (sl *slots[K, I, O]) giveBackIdleSlots() {
 	if sl.pool.free == nil {
 		return
@@ -137,18 +212,47 @@ func (sl *slots[K, I, O]) giveBackIdleSlots() {
 		sl.giveBack(id)
 	}
 	sl.idle = sl.idle[:0]
+	sl.lent()
+}
+
+// lent pokes the shards waiting for a slot given back, if this one has given
+// any back since it last did: after the slots are in the pool, so that a
+// shard poked finds them, and one that records its poke after looks once
+// more (see takeSlot).
+func (sl *slots[K, I, O]) lent() {
+	if sl.gave {
+		sl.gave = false
+		sl.ops.add(2)
+		sl.pool.wake()
+	}
 }
 
 // giveBack gives worker id back to the pool, with its slot.
 func (sl *slots[K, I, O]) giveBack(id int) {
+	sl.ops.add(1)
 	sl.pool.put(sl.workers[id])
 	sl.workers[id] = nil
 	sl.free = append(sl.free, id)
+	sl.gave = true
+	if sl.waiting { // it looks at the pool again, a poke to come or not
+		sl.waiting = false
+		sl.drain()
+	}
+}
+
+// drain takes a poke left in the shard's poke channel, if any: one sent
+// after it stopped waiting.
+func (sl *slots[K, I, O]) drain() {
+	select {
+	case <-sl.poke:
+	default:
+	}
 }
 
 // mayTake reports whether takeSlot may yet find a worker: one is idle, or with
 // one shard fewer than most have started, or with several the shard is not
-// starved (it has not found the pool empty since its dispatch began).
+// starved (it has not found the pool empty, nor waits for a poke, since its
+// dispatch began).
 func (sl *slots[K, I, O]) mayTake() bool {
 	if sl.pool.free == nil {
 		return len(sl.idle) > 0 || len(sl.workers) < sl.most
@@ -175,18 +279,23 @@ func (sl *slots[K, I, O]) stopWorkers(s *shard[K, I, O]) int {
 		wk.jobs <- job[K, I, O]{s: s} // a stop: no batch
 		n++
 		if sl.pool.free != nil {
+			sl.ops.add(1)
 			sl.pool.put(nil)
+			sl.gave = true
 		}
 	}
 	sl.workers, sl.idle, sl.free = nil, nil, nil
 	if sl.pool.free == nil {
 		return n
 	}
+	sl.lent()
+	sl.ops.add(2)
 	ended := <-sl.pool.ended + 1
 	sl.pool.ended <- ended
 	if ended < sl.shards {
 		return n
 	}
+	sl.ops.add(cap(sl.pool.free))
 	for range cap(sl.pool.free) {
 		if wk := <-sl.pool.free; wk != nil {
 			wk.jobs <- job[K, I, O]{s: s}

@@ -55,9 +55,13 @@ func newSetup(keys, batch, callers int) setup {
 var headline = newSetup(keys, batch, callers)
 
 // impl is one batcher under test: do sends in, which has key in & mask.
+// shared, for ferry in a build with the tag ferrycount, is after close the
+// operations per input on the channels its shards share (see
+// BenchmarkCores); nil otherwise.
 type impl struct {
-	do    func(ctx context.Context, in int) (int, error)
-	close func()
+	do     func(ctx context.Context, in int) (int, error)
+	close  func()
+	shared func() float64
 }
 
 func echo(ins []int) []int {
@@ -341,7 +345,7 @@ func newFerryConfig(s setup, workers, shards int) impl {
 	if err != nil {
 		panic(err)
 	}
-	return impl{do: f.Do, close: func() { f.Close() }}
+	return impl{do: f.Do, close: func() { f.Close() }, shared: sharedPerInput(f)}
 }
 
 // newMutex is the batcher one writes by hand: a mutex, a lane per key, a
@@ -672,8 +676,14 @@ var coresImpls = []struct {
 	{"ferry-4perP", newFerryPerP},
 	{"ferry-1shard", newFerryOneShard},
 	{"ferry-noctx", newFerryNoCtx},
+	{"ferry-8shards", newFerryEight},
 	{"dataloadgen", newDataloadgen},
 }
+
+// newFerryEight is ferry with 8 shards and 8 workers (one each), whatever
+// GOMAXPROCS is: many shards on few processors, for the count of
+// operations on what the shards share.
+func newFerryEight(s setup) impl { return newFerryConfig(s, 8, 8) }
 
 // newFerryPerP is ferry with 4 workers per processor (MaxInFlightBatches
 // 4*GOMAXPROCS), so that the default Shards, one per processor up to the
@@ -740,7 +750,12 @@ func newFloorPerP(s setup) impl {
 // (ferry-noctx: what watching them costs), dataloadgen, and the channel floor
 // with one goroutine and with one per processor. The window is at least one
 // turn of every caller, so give -benchtime a multiple of the callers. It
-// reports rejected/op as BenchmarkScale does. With -short only 16x64 runs.
+// reports rejected/op as BenchmarkScale does, and, built with the tag
+// ferrycount (go test -tags ferrycount), shared/input for ferry: its loops'
+// operations on the channels all its shards share (the room's pool, the
+// free slots), over the whole run, per input taken (see ferry.SharedOps);
+// each is a lock that the cores hand each other. With -short only 16x64
+// runs.
 func BenchmarkCores(b *testing.B) {
 	for _, w := range []struct{ keys, per int }{{16, 64}, {256, 16}, {1024, 64}} {
 		if testing.Short() && w.keys != 16 {
@@ -750,8 +765,12 @@ func BenchmarkCores(b *testing.B) {
 		for _, im := range coresImpls {
 			b.Run(fmt.Sprintf("w=%dx%d/impl=%s", w.keys, w.per, im.name), func(b *testing.B) {
 				x := im.make(s)
-				defer x.close()
-				b.ReportMetric(run(b, s, x, withoutLive), "rejected/op")
+				rej := run(b, s, x, withoutLive)
+				x.close()
+				b.ReportMetric(rej, "rejected/op")
+				if x.shared != nil {
+					b.ReportMetric(x.shared(), "shared/input")
+				}
 			})
 		}
 	}

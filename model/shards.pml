@@ -28,6 +28,9 @@
  *   AGAIN=1 caller 0, once answered, makes a second Do on shard 1
  *   C0, C1  callers of shard 0 and of shard 1 (default 2 each), each
  *           admitting one input
+ *   KEEPS   1 (default): a shard keeps an allowance of room between its
+ *           wake-ups, as without WaitForRoom; 0: it gives back all its
+ *           room spare as each wake-up ends (with WaitForRoom)
  *   MUT_*   one mutation each; see README.md
  *
  * Properties (assertions, invalid end states; ltl live under weak fairness):
@@ -61,6 +64,9 @@
 #ifndef AGAIN
 #define AGAIN 0
 #endif
+#ifndef KEEPS
+#define KEEPS 1
+#endif
 
 #define NS    2                 /* shards: loops */
 #define NCALL (C0 + C1)         /* callers: 0 to C0-1 are shard 0's, the rest shard 1's */
@@ -71,12 +77,13 @@
 #else
 #define CMAX C0
 #endif
-#define INCSZ (CMAX + NW)       /* s.inc: its admissions and opIdles never fill it */
+#define INCSZ (CMAX + NW + 1)   /* s.inc: its admissions, opIdles and an opGiveBack never fill it */
 #define OWN(s) (((s) == 0) -> (NW + 1) / 2 : NW / 2)  /* share(NW, 2, s) */
 #define MAXC  6                 /* pend's size, for the ltl claim */
 
 #define ADM 1                   /* opAdmit of caller c */
 #define IDL 3                   /* opIdle from a worker: it has answered its batch */
+#define GIV 4                   /* opGiveBack from the other loop, short of room: see askBack */
 #define ANSWER   1              /* a caller's answer: its call's */
 #define REJECTED 2              /* or ErrRejected, the room being full */
 
@@ -88,6 +95,13 @@ chan rep[NCALL] = [1] of { byte };         /* each caller's w.c */
 chan spare = [1] of { byte };              /* f.spare: the room no shard holds */
 chan slots = [NW] of { bit };              /* f.slots.free: the pool, the slots no shard holds,
                                             * each an idle worker (or one not started) */
+chan wpoke[NS] = [1] of { bit };           /* share.poke: a loop waiting for room back is poked */
+
+/* ---- the pool's marks (pool.holds, waiters, tokens.wants): changed only
+ * by the loop that holds spare (room) or in one step (wants) ---- */
+bool holds[NS];     /* the shard may keep an allowance between wake-ups */
+bool waiter[NS];    /* its poke is among the waiters: it lacks room, holds none */
+bool want[NS];      /* its slot poke is in wants: it waits for a slot given back */
 
 /* ---- each loop's own state (loop.go, the core's room in state.go) ---- */
 byte cap[NS];       /* st.lim.queued: the room the shard holds (grow) */
@@ -96,6 +110,10 @@ byte qa[NS*CMAX];    /* the waiting inputs, in order: callers */
 byte held[NS];      /* the slots, each a worker, the shard holds: len(workers) - len(free) */
 byte flying[NS];    /* of those, busy (slots.busy): taken for a batch, no opIdle handled since */
 bool starved[NS];   /* l.starved */
+bool pressed[NS];   /* share.pressed: an opGiveBack read, give all back at the lend */
+bool waiting[NS];   /* slots.waiting: it looks at the pool again only once poked */
+bit  spoke[NS];     /* slots.poke, capacity 1 */
+bool gave[NS];      /* slots.gave: slots given back since it last poked wants */
 /* ---- what Go's runtime knows: where a loop is, what it was handed ---- */
 bool awake[NS];     /* in a wake-up, from its receive (or slot) to its jobs'
                      * start; else at its select in run */
@@ -121,8 +139,8 @@ byte nwork;         /* worker goroutines with a batch: from its job to its opIdl
  * ACTIVE is its negation (Promela cannot negate empty). Go's runtime
  * decides by it (see give). */
 #ifndef MUT_NO_STARVED_CASE
-#define PARKED(s) (!awake[s] && starved[s] && empty(inc[s]) && empty(slots) && !gift[s])
-#define ACTIVE(s) (awake[s] || !starved[s] || nempty(inc[s]) || nempty(slots) || gift[s])
+#define PARKED(s) (!awake[s] && starved[s] && !waiting[s] && empty(inc[s]) && empty(slots) && !gift[s])
+#define ACTIVE(s) (awake[s] || !starved[s] || waiting[s] || nempty(inc[s]) || nempty(slots) || gift[s])
 #else
 #define PARKED(s) false
 #define ACTIVE(s) true
@@ -163,10 +181,43 @@ inline rejok() {
 
 /* loop i starves: every slot is in flight, but for slots held by a loop in
  * the middle of a wake-up (which uses them, or gives them back, before it
- * sleeps) */
+ * sleeps); one that waits for a poke (slots.waiting) without looking at the
+ * pool holds its share, and a slot in the pool has its poke on the way:
+ * poked, or the loop that gave it back still in its wake-up */
 inline starveok() {
-	assert(len(slots) == 0 && held[i] == flying[i]);
+	assert(held[i] == flying[i]);
+	assert(len(slots) == 0 || waiting[i] && (spoke[i] || awake[1-i]));
+	assert(!waiting[i] || held[i] >= OWN(i));
 	assert(held[1-i] == flying[1-i] || awake[1-i])
+}
+
+/* slots.lent: after giving slots back, poke those in wants */
+inline lent() {
+	if
+	:: gave[i] ->
+		gave[i] = 0;
+#ifndef MUT_NO_SLOT_POKE
+		if                                       /* a poke to a loop no longer waiting */
+		:: want[1-i] -> want[1-i] = 0; spoke[1-i] = waiting[1-i]  /* is drained as it next waits */
+		:: else -> skip
+		fi;
+		if
+		:: want[i] -> want[i] = 0; spoke[i] = waiting[i]
+		:: else -> skip
+		fi;
+#else
+		skip;                                    /* MUTATION: no poke */
+#endif
+		/* the slots it gave back are in the pool: one waiting has its poke */
+		assert(!waiting[1-i] || spoke[1-i] || empty(slots))
+	:: else -> skip
+	fi
+}
+
+/* slots.giveBack's end: a loop that gives slots back looks at the pool again */
+inline gaveback() {
+	gave[i] = 1;
+	waiting[i] = 0; spoke[i] = 0                     /* it looks again; its poke, drained */
 }
 
 /* handle(opAdmit): the core admits c if the room it holds has space
@@ -194,7 +245,7 @@ inline unslot() {
 	flying[i]--;
 #ifndef MUT_UNSLOT_KEEPS
 	if
-	:: held[i] > OWN(i) -> held[i]--; give()         /* the pool never fills */
+	:: held[i] > OWN(i) -> held[i]--; give(); gaveback()  /* the pool never fills */
 	:: else -> skip
 	fi;
 #endif
@@ -212,13 +263,23 @@ inline handleAll() {
 		if
 		:: bop[k] == ADM -> admit1()
 		:: bop[k] == IDL -> unslot()
+		:: bop[k] == GIV ->                      /* opGiveBack */
+#ifndef MUT_IGNORE_ASK
+			pressed[i] = 1
+#else
+			skip                                 /* MUTATION: the ask ignored */
+#endif
 		fi;
 		bop[k] = 0; bc[k] = 0; k++
 	:: else -> break
 	od;
 	assert(cap[i] >= q[i]);
 	k = 0; c = 0; nb = 0; need = 0;
-	starved[i] = 0                                   /* dispatch */
+	starved[i] = 0;                                  /* dispatch: slots.dispatching */
+	if
+	:: waiting[i] && spoke[i] -> spoke[i] = 0; waiting[i] = 0
+	:: else -> skip
+	fi
 }
 
 /* state.take of the first waiting input (batches of one), on an idle worker
@@ -245,10 +306,11 @@ inline take() {
 inline keep() {
 #ifndef MUT_NO_KEEP
 	do
-	:: held[i] > flying[i] -> held[i]--; give()
+	:: held[i] > flying[i] -> held[i]--; give(); gaveback()
 	:: else -> break
 	od;
 #endif
+	lent();
 	assert(SLOTSOK)
 }
 
@@ -268,8 +330,8 @@ inline startJobs() {
 proctype loop(byte i) {
 	byte bop[INCSZ], bc[INCSZ];  /* l.batch: one wake-up's messages */
 	byte stl[NW];               /* l.started: the jobs of the batches taken */
-	byte nb, ns, k, c, need, lack, b, got, back;
-	bit below;
+	byte nb, ns, k, c, need, lack, b, got, back, wnt, kp;
+	bit below, mark;
 end_l:
 	/* run: the select; the pool is in it only while the shard is starved */
 	if
@@ -289,8 +351,8 @@ end_l:
 		:: else -> break
 		od;
 		k = 0;
-		lack = ((need < TOTAL -> need : TOTAL) > cap[i] - q[i] ->
-		         (need < TOTAL -> need : TOTAL) - (cap[i] - q[i]) : 0);
+		wnt = (need < TOTAL -> need : TOTAL);
+		lack = (wnt > cap[i] - q[i] -> wnt - (cap[i] - q[i]) : 0);
 #ifdef MUT_BORROW_AHEAD
 		if
 		:: lack > 0 -> lack++                  /* MUTATION: one ahead */
@@ -298,21 +360,52 @@ end_l:
 		fi;
 #endif
 		if
-		:: lack == 0 -> handleAll()
+		:: lack == 0 -> wnt = 0; handleAll()
 		:: else -> skip
 		fi
 	   };
+borrow:
 		if
 		:: lack > 0 ->
 			atomic { spare?b -> assert(ROOMOK(b)) };   /* b := <-l.spare */
-			atomic {
+			if
+			:: atomic {
+#ifndef MUT_NO_ASK
+				b >= lack || !holds[1-i] ->
+#else
+				true ->                          /* MUTATION: short, it never asks */
+#endif
 				got = (b < lack -> b : lack);
 				spare!b - got;                   /* l.spare <- ...: no loop holds it now */
 				cap[i] = cap[i] + got;           /* grow */
+				if
+#ifndef MUT_KEEP_UNMARKED
+				:: KEEPS && !waiter[1-i] -> holds[i] = 1   /* what is left may stay */
+#endif
+				:: else -> skip
+				fi;
+				if
+				:: waiter[1-i] -> pressed[i] = 1
+				:: else -> skip
+				fi;
 				assert(ROOMOK(b - got));
-				b = 0; got = 0; lack = 0;
+				b = 0; got = 0; lack = 0; wnt = 0;
 				handleAll()
-			}
+			   }
+#ifndef MUT_NO_ASK
+			:: atomic {                          /* short while the other may hold room: */
+				b < lack && holds[1-i] ->        /* give it all, wait as a waiter */
+				back = cap[i] - q[i]; cap[i] = q[i];
+				spare!b + back;
+				holds[i] = 0; waiter[i] = 1;
+				assert(ROOMOK(b + back));
+				b = 0; back = 0
+			   };
+			   atomic { assert(nfull(inc[1-i])); inc[1-i]!GIV, 0 };  /* askBack */
+			   atomic { wpoke[i]?_ -> lack = wnt };  /* poked: borrow again */
+			   goto borrow
+#endif
+			fi
 		:: else -> skip
 		fi
 #ifndef MUT_NO_STARVED_CASE
@@ -345,12 +438,18 @@ end_l:
 #else
 	:: atomic { q[i] > 0 && flying[i] < held[i] -> take() }  /* takeSlot: an idle worker it holds */
 	:: atomic {
-		q[i] > 0 && flying[i] == held[i] && nempty(slots) ->
+		q[i] > 0 && flying[i] == held[i] && !waiting[i] && nempty(slots) ->
 		slots?_; held[i]++; take()               /* takeSlot: one from the pool (hold) */
 	   }
 	:: atomic {                                  /* takeSlot: none, starved */
-		q[i] > 0 && flying[i] == held[i] && empty(slots) ->
-		starved[i] = 1; starveok();
+		q[i] > 0 && flying[i] == held[i] && (waiting[i] || empty(slots)) ->
+		starved[i] = 1;
+		if
+		:: !waiting[i] && held[i] >= OWN(i) ->   /* its share, all busy: into wants */
+			want[i] = 1; waiting[i] = 1
+		:: else -> skip                          /* waiting: no look; below its share: run waits on the pool */
+		fi;
+		starveok();
 #ifndef MUT_KEEP_UNLESS_STARVED
 		keep();                                  /* dispatch calls keep starved or not */
 #endif
@@ -368,20 +467,47 @@ end_l:
 	atomic { startJobs() };                          /* MUTATION: the batches start first */
 #endif
 #ifndef MUT_NO_LEND
+	atomic {                                         /* the allowance: none of the spare, or all */
+		back = cap[i] - q[i];
+		kp = 0;
+		if
+		:: KEEPS && !pressed[i] ->
+			if
+			:: kp = back
+			:: skip
+			fi;
+#ifndef MUT_KEEP_UNMARKED
+			mark = holds[i] || kp > 0
+#else
+			mark = 0                             /* MUTATION: it keeps, never marked */
+#endif
+		:: else -> mark = 0
+		fi
+	};
 	if
 	:: atomic {
-		cap[i] > q[i] && nempty(spare) ->
+		(back != kp || mark != holds[i]) && nempty(spare) ->
 		spare?b;                                     /* b := <-l.spare */
-		back = cap[i] - q[i]; cap[i] = q[i];         /* grow(-back) */
+		if
+		:: waiter[1-i] -> kp = 0; mark = 0           /* one waits: keep nothing */
+		:: else -> skip
+		fi;
+		back = back - kp; cap[i] = cap[i] - back;    /* grow(-back) */
 		assert(ROOMOK(b + back))
 	   };
 	   atomic {
 		spare!b + back;
+		holds[i] = mark;
+		pressed[i] = 0;
+		if
+		:: waiter[1-i] && (back > 0 || !holds[i]) -> waiter[1-i] = 0; wpoke[1-i]!1  /* pool.wake */
+		:: else -> skip
+		fi;
 		assert(ROOMOK(b + back));
-		b = 0; back = 0;
+		b = 0; back = 0; kp = 0; mark = 0;
 		startJobs()
 	   }
-	:: atomic { cap[i] == q[i] -> startJobs() }
+	:: atomic { back == kp && mark == holds[i] -> back = 0; kp = 0; mark = 0; startJobs() }
 	fi;
 #else
 	atomic { startJobs() };                          /* MUTATION: lend never called */
@@ -461,7 +587,8 @@ init {
 	timeout;                                         /* and nothing moves any more */
 	atomic {
 		spare?<k>;
-		assert(k == TOTAL && cap[0] == 0 && cap[1] == 0 && q[0] == 0 && q[1] == 0);
+		assert(k + cap[0] + cap[1] == TOTAL && q[0] == 0 && q[1] == 0);  /* spare, or allowances */
+		assert(!waiter[0] && !waiter[1] && (KEEPS || cap[0] == 0 && cap[1] == 0));
 		assert(len(slots) == NW && held[0] == 0 && held[1] == 0 && flying[0] == 0 && flying[1] == 0);
 		assert(fly == 0 && nwork == 0 && !starved[0] && !starved[1]);
 		assert(empty(inc[0]) && empty(inc[1]) && empty(jobs));
