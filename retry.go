@@ -21,7 +21,7 @@ type retries[K comparable, I, O any] struct {
 	idx     []int         // the batch's indexes of the inputs of the attempt
 	bs      []Batch[K]    // with OnBatch: the reports of the attempts so far
 	attempt int           // the attempt last over; 0: not retrying
-	last    error         // the error of the attempt last over
+	last    error         // the error of the attempt last over, if it failed some input
 	start   time.Duration // of the attempt in flight, by clock, with OnBatch
 
 	ctxs []context.Context // with KeepContexts: the callers' contexts of the call in flight; the worker's buffer, reused across batches
@@ -90,7 +90,6 @@ func (r *retries[K, I, O]) again(f *Ferry[K, I, O], j job[K, I, O], ins []I, run
 func (r *retries[K, I, O]) settle(f *Ferry[K, I, O], j job[K, I, O], outs []O, errs Errors, all error, b Batch[K]) (d time.Duration, retry bool) {
 	r.attempt++
 	err := failure(errs, all)
-	r.last = err
 	if f.onBatch != nil {
 		b.Err, b.Attempt = err, r.attempt
 		r.bs = append(r.bs, b)
@@ -104,6 +103,10 @@ func (r *retries[K, I, O]) settle(f *Ferry[K, I, O], j job[K, I, O], outs []O, e
 		}
 	}
 	r.idx = failed
+	r.last = nil // an Errors whose every entry is nil is no failure
+	if len(failed) > 0 {
+		r.last = err
+	}
 	if len(failed) == 0 || j.ctx.Err() != nil || f.retry == nil {
 		return 0, false
 	}
