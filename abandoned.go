@@ -26,7 +26,7 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O], now time.Duration) {
 	if w.tk.seq < 1<<63 {
 		return // not flying: still waiting, or CancelAbandoned is off
 	}
-	wk := l.slots.workers[w.tk.rank]
+	wk := l.slots.at(w.tk.rank)
 	if wk == nil || wk.tag != w.tk.seq {
 		l.abandonParked(w.key, w.tk.seq, now)
 		return // parked, or its batch is over (and its worker given back)

@@ -167,6 +167,15 @@ func (sl *slots[K, I, O]) takeSlot() (id int, ok bool) {
 // held is how many slots the shard holds.
 func (sl *slots[K, I, O]) held() int { return len(sl.workers) - len(sl.free) }
 
+// at is the worker the shard holds on slot id, nil if none: the id may be
+// free, or past the workers it holds (none once its loop has ended).
+func (sl *slots[K, I, O]) at(id int64) *worker[K, I, O] {
+	if id < 0 || id >= int64(len(sl.workers)) {
+		return nil
+	}
+	return sl.workers[id]
+}
+
 // gotSlot takes wk, a slot's worker or nil, that the starved loop's select
 // received from the pool, as an idle worker the shard holds.
 func (sl *slots[K, I, O]) gotSlot(wk *worker[K, I, O]) {
