@@ -1,0 +1,277 @@
+package ferry
+
+import (
+	"cmp"
+	"slices"
+)
+
+// This file is the room no shard of a ferry holds, which they all share:
+// the room channel, the pool it passes, and the reservations of those that
+// wait for room (Config.WaitForRoom). Each shard's side of it, the room it
+// borrows, keeps and gives back, is share.go's.
+
+// budget is an amount of room: inputs and their weight. Whoever holds it,
+// out of a room, changes it; its one method only reads it, on any goroutine.
+type budget struct {
+	n int
+	w int64
+}
+
+// holds reports whether b is at least need, in inputs and in weight.
+func (b budget) holds(need budget) bool { return b.n >= need.n && b.w >= need.w }
+
+// room is the room that no shard of a ferry holds: a channel of one pool.
+// Whoever takes it (a loop, or a DoMany's caller: see borrow) changes the
+// pool and puts it back at once, blocking on nothing in between, so no one
+// waits on it for longer than that, and no put ever blocks. Nil with one
+// shard. Its methods run on the loops and on DoMany's callers.
+type room chan *pool
+
+// newRoom returns a room that holds b, free.
+func newRoom(b budget) room {
+	r := make(room, 1)
+	r <- &pool{free: b}
+	return r
+}
+
+// take takes the pool, waiting while another holds it for a moment.
+func (r room) take() *pool { return <-r }
+
+// end marks the room as ending, as Close (o opClose) or Shutdown (o
+// opShutdown) begins, before either tells any shard: a shard that takes
+// the pool after this hears of it (see share.heard) and starts that end
+// itself, so that no room freed by a shard that ends first lets another's
+// waiting admission in, nor a new one. A close outranks a shutdown.
+func (r room) end(o op) {
+	p := r.take()
+	if p.end != opClose {
+		p.end = o
+	}
+	p.wake() // those waiting for room back hear of it
+	r.put(p)
+}
+
+// put puts back the pool taken, then pokes the shards whose reservations
+// the change filled (see pool.fill): a send that never blocks, as a poke
+// channel holds one and a second poke says nothing more.
+func (r room) put(p *pool) {
+	pokes := p.pokes
+	p.pokes = p.pokes[:0:0]
+	r <- p
+	for _, c := range pokes {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pool is what a room holds: the room free, and, with WaitForRoom, the
+// reservations of the shards whose first waiting admission lacks room, in
+// the order those admissions began to wait, by their wait numbers (next is
+// the last number given, to any shard: see share.number). Room given back
+// fills them in that order before any of it is free (see fill), so that the
+// admissions waiting over all the shards are let in first come, first in,
+// and a shard is woken only once its reservation holds all it needs: no
+// shard polls. end is the ferry's end once it has begun (see room.end). It
+// is pure bookkeeping: the room's channel is its lock, and whoever holds it
+// calls its methods; pokes is what room.put sends.
+//
+// Without WaitForRoom a shard keeps room spare between its wake-ups, an
+// allowance (see share.giveBackRoom): holds marks, by shard, those that may
+// hold some, and waiters are the pokes of those that lack room while one
+// does (see share.borrowRoom, borrow). They are poked as room comes back, or
+// once no shard holds any.
+type pool struct {
+	free    budget
+	resv    []reservation
+	pokes   []chan struct{}
+	next    uint64
+	end     op // opClose, opShutdown, or 0
+	holds   []bool
+	waiters []chan struct{}
+}
+
+// reservation is a shard's claim on the room given back, for the first
+// admission in its wait line, number n, which needs need: got is what it
+// holds so far; next is the number of the admission behind it in its line
+// (0: none). It is ready once got reaches need, every reservation before it
+// is ready too, and no admission behind one of theirs began to wait before
+// its own (that one is let in first, once its shard has let its first in
+// and reserved for it): only then may its shard claim it. poke, the
+// shard's, capacity 1, names it and wakes its loop as it becomes ready. It
+// has no methods: its pool changes it.
+type reservation struct {
+	need, got budget
+	n, next   uint64
+	ready     bool
+	poke      chan struct{}
+}
+
+// borrow takes from free up to want of each, and returns what it took.
+func (p *pool) borrow(want budget) budget {
+	got := budget{min(p.free.n, want.n), min(p.free.w, want.w)}
+	p.free.n -= got.n
+	p.free.w -= got.w
+	return got
+}
+
+// give adds b to free, then fills the reservations from it; if it gives
+// any, it wakes the waiters.
+func (p *pool) give(b budget) {
+	p.free.n += b.n
+	p.free.w += b.w // within the room's total: no wrap
+	p.fill()
+	if b != (budget{}) {
+		p.wake()
+	}
+}
+
+// hold records whether shard i may hold room spare between its wake-ups;
+// once none does, it wakes the waiters.
+func (p *pool) hold(i int, on bool) {
+	if i >= len(p.holds) {
+		if !on {
+			return
+		}
+		p.holds = append(p.holds, make([]bool, i+1-len(p.holds))...)
+	}
+	p.holds[i] = on
+	if !on && !p.held(-1) {
+		p.wake()
+	}
+}
+
+// held reports whether a shard but shard me (-1: none) may hold room spare.
+func (p *pool) held(me int) bool {
+	for i, h := range p.holds {
+		if h && i != me {
+			return true
+		}
+	}
+	return false
+}
+
+// holders appends to to the shards but me that may hold room spare.
+func (p *pool) holders(me int, to []int) []int {
+	for i, h := range p.holds {
+		if h && i != me {
+			to = append(to, i)
+		}
+	}
+	return to
+}
+
+// wake pokes the waiters (see room.put), and forgets them.
+func (p *pool) wake() {
+	p.pokes = append(p.pokes, p.waiters...)
+	clear(p.waiters)
+	p.waiters = p.waiters[:0]
+}
+
+// reserve makes poke's reservation the one of admission n, which needs
+// need, with next behind it in its line: in its place among the others by
+// n (where it stands if n is its number already), holding what it held;
+// what it holds beyond need goes back to free. Then it fills the
+// reservations.
+func (p *pool) reserve(poke chan struct{}, need budget, n, next uint64) {
+	i := p.find(poke)
+	if i < 0 || p.resv[i].n != n {
+		r := reservation{poke: poke, n: n}
+		if i >= 0 {
+			r.got = p.resv[i].got
+			p.resv = slices.Delete(p.resv, i, i+1)
+		}
+		i, _ = slices.BinarySearchFunc(p.resv, n, func(r reservation, n uint64) int { return cmp.Compare(r.n, n) })
+		p.resv = slices.Insert(p.resv, i, r)
+	}
+	r := &p.resv[i]
+	if r.need, r.next = need, next; !full(r) { // ready anew, and poked, once it holds the new need
+		r.ready = false
+	}
+	if over := (budget{max(0, r.got.n-need.n), max(0, r.got.w-need.w)}); over != (budget{}) {
+		r.got.n -= over.n
+		r.got.w -= over.w
+		p.free.n += over.n
+		p.free.w += over.w
+	}
+	p.fill()
+}
+
+// claim returns what poke's reservation holds if it is ready, which it
+// keeps (and its place) with nothing in it; else nothing.
+func (p *pool) claim(poke chan struct{}) budget {
+	i := p.find(poke)
+	if i < 0 || !p.resv[i].ready {
+		return budget{}
+	}
+	got := p.resv[i].got
+	p.resv[i].got, p.resv[i].ready = budget{}, false
+	return got
+}
+
+// cancel ends poke's reservation: what it held is free, and fills the others.
+func (p *pool) cancel(poke chan struct{}) {
+	i := p.find(poke)
+	if i < 0 {
+		return
+	}
+	got := p.resv[i].got
+	p.resv = slices.Delete(p.resv, i, i+1)
+	p.give(got)
+}
+
+// fill moves room into the reservations, in their order, each up to its
+// need, inputs and weight alike: from free, and then from what the later
+// reservations hold, the last first, so that the first always gets all the
+// room not waiting in a lane (a need never passes the whole room: an
+// admission that no room could hold is refused, not kept waiting). A
+// reservation is ready once it is full and so is every one before it, and
+// no admission behind one of those began to wait before its own: one full
+// behind one that lacks room (inputs, where it needs weight, say) waits for
+// it, as admissions wait in one shard's line, and so does one whose
+// admission came after another shard's second. It records the pokes of
+// those it makes ready.
+func (p *pool) fill() {
+	open := true                 // every reservation so far is ready
+	var first uint64 = 1<<64 - 1 // the least next of those so far
+	for i := range p.resv {
+		r := &p.resv[i]
+		move(&p.free, &r.got, r.need)
+		for j := len(p.resv) - 1; j > i && !full(r); j-- {
+			move(&p.resv[j].got, &r.got, r.need)
+		}
+		was := r.ready
+		r.ready = open && full(r) && first > r.n
+		open = r.ready
+		if r.next != 0 {
+			first = min(first, r.next)
+		}
+		if r.ready && !was {
+			p.pokes = append(p.pokes, r.poke)
+		}
+	}
+}
+
+// move moves from from to to what to lacks of need, as much as from has.
+func move(from, to *budget, need budget) {
+	dn := min(from.n, max(0, need.n-to.n))
+	dw := min(from.w, max(0, need.w-to.w))
+	from.n -= dn
+	from.w -= dw
+	to.n += dn
+	to.w += dw
+}
+
+// full reports whether r holds all it needs.
+func full(r *reservation) bool { return r.got.holds(r.need) }
+
+// find is the index of poke's reservation, or -1.
+func (p *pool) find(poke chan struct{}) int {
+	for i := range p.resv {
+		if p.resv[i].poke == poke {
+			return i
+		}
+	}
+	return -1
+}
