@@ -115,8 +115,9 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 // channel is in the select only while the alarm is set: a timer channel makes
 // every select on it take the timer's lock and read the clock. So is the
 // ferry's slots channel, only while the shard is starved of a slot below its
-// share (see slots), and its
-// poke, only while it has a reservation on the shared room (WaitForRoom).
+// share (see slots); the shard's slots poke, only while it is starved at its
+// share and waits to hear of a slot given back (see slots.wakes); and its
+// room poke, only while it has a reservation on the shared room (WaitForRoom).
 func (l *loop[K, I, O]) run() {
 	inc := l.s.inc
 	for !l.end() {
@@ -133,7 +134,8 @@ func (l *loop[K, I, O]) run() {
 		if l.share.reserved {
 			poke = l.share.poke
 		}
-		if fire == nil && slot == nil && poke == nil {
+		given := l.slots.wakes()
+		if fire == nil && slot == nil && poke == nil && given == nil {
 			l.receive(<-inc)
 			continue
 		}
@@ -147,6 +149,9 @@ func (l *loop[K, I, O]) run() {
 			l.slots.gotSlot(wk)
 			l.dispatch(l.now())
 		case <-poke:
+			l.dispatch(l.now())
+		case <-given:
+			l.slots.poked()
 			l.dispatch(l.now())
 		}
 	}

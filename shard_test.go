@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -189,6 +190,53 @@ func TestShardsShareTheWorkers(t *testing.T) {
 		}
 		assert.Equal(t, 2, h.peak)
 		require.NoError(t, h.f.Close())
+	})
+}
+
+// A shard that holds its share of the slots, all busy, and has a batch
+// ready, is woken by a slot another shard gives back: it does not wait for
+// its own worker, here held by a Submit's done that blocks. Mutation: run
+// leaving the slots' poke out of its select (the batch waits for the done).
+func TestShardWokenByASlotGivenBack(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		gate, free := make(chan struct{}), make(chan struct{})
+		var mu sync.Mutex
+		var calls []int
+		cfg := inCfg
+		cfg.Shards, cfg.MaxInFlightBatches = 2, 2
+		f, err := New(func(_ context.Context, key string, ins []in) ([]int, error) {
+			mu.Lock()
+			for _, x := range ins {
+				calls = append(calls, x.ID)
+			}
+			mu.Unlock()
+			if ins[0].ID == 1 {
+				<-free
+			}
+			return tens(ins), nil
+		}, cfg)
+		require.NoError(t, err)
+		h := &harness{f: f}
+		a, b := keysIn(h, 0, 1)[0], keysIn(h, 1, 1)[0]
+		ctx := context.Background()
+		dones := make(chan int, 3)
+		require.NoError(t, f.Submit(ctx, in{Key: b, ID: 1}, func(int, error) { dones <- 1 }))
+		synctest.Wait()
+		require.NoError(t, f.Submit(ctx, in{Key: a, ID: 2}, func(int, error) { <-gate; dones <- 2 }))
+		synctest.Wait()
+		require.NoError(t, f.Submit(ctx, in{Key: a, ID: 3}, func(int, error) { dones <- 3 }))
+		synctest.Wait()
+		mu.Lock()
+		assert.Equal(t, []int{1, 2}, calls, "both slots busy: shard 0's in a done, shard 1's in a call")
+		mu.Unlock()
+		close(free)
+		synctest.Wait()
+		mu.Lock()
+		assert.Equal(t, []int{1, 2, 3}, calls, "the slot shard 1 gave back runs shard 0's batch")
+		mu.Unlock()
+		close(gate)
+		require.NoError(t, f.Close())
+		assert.ElementsMatch(t, []int{1, 2, 3}, []int{<-dones, <-dones, <-dones})
 	})
 }
 

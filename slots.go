@@ -83,8 +83,9 @@ func (t tokens[K, I, O]) put(wk *worker[K, I, O]) { t.free <- wk }
 // its inbound channel (see loop.run and gotSlot); holding its share, it has
 // batches of its own to end, and instead records its poke in the pool's wants
 // (waiting) and does not look at the pool again until a shard that gives slots
-// back pokes it (see lent): so busy shards do not look at the pool at every
-// wake-up, nor wait on it. As a batch ends and its worker is idle again, a
+// back pokes it (see lent), a poke its loop waits for beside its inbound
+// channel (see wakes): so busy shards do not look at the pool at every
+// wake-up, nor wait on it, and a slot given back runs their ready batch. As a batch ends and its worker is idle again, a
 // shard keeps it if it holds no more than its own share (own), so that busy
 // shards do not pass slots back and forth, and else gives it back, where a
 // starved shard gets it; at the end of each dispatch it gives back the idle
@@ -124,6 +125,21 @@ func (sl *slots[K, I, O]) dispatching() {
 // parked reports whether the loop waits for a slot in its select: it is
 // starved below its share.
 func (sl *slots[K, I, O]) parked() bool { return sl.starved && !sl.waiting }
+
+// wakes is the shard's poke while it is starved and its poke is in the
+// pool's wants: the loop waits for it in its select, so that a slot given
+// back runs a batch ready here without waiting for a worker of its own
+// (which may be in a Submit's done for long). Nil otherwise.
+func (sl *slots[K, I, O]) wakes() <-chan struct{} {
+	if sl.starved && sl.waiting {
+		return sl.poke
+	}
+	return nil
+}
+
+// poked records the poke the loop received from wakes: the shard looks at
+// the pool again.
+func (sl *slots[K, I, O]) poked() { sl.waiting = false }
 
 // takeSlot returns the id of an idle worker for a batch, with its slot, and
 // false if it has none (and, with several shards, marks the shard starved).

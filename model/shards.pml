@@ -10,8 +10,10 @@
  * and README.md.
  *
  * Processes and the Go code they stand for:
- *   loop     loop.run, receive, handle (opAdmit: state.join's room check;
- *            opIdle: idleWorker, releaseSlot), dispatch; the
+ *   loop     loop.run (its select: inbound, the pool while starved below
+ *            its share, the slots poke while starved at it), receive,
+ *            handle (opAdmit: state.join's room check; opIdle: idleWorker,
+ *            releaseSlot), dispatch; the
  *            inlines and steps reserve, lend, take, unslot, keep stand for
  *            share.borrowRoom, giveBackRoom, slots.takeSlot, releaseSlot,
  *            giveBackIdleSlots
@@ -31,6 +33,9 @@
  *   KEEPS   1 (default): a shard keeps an allowance of room between its
  *           wake-ups, as without WaitForRoom; 0: it gives back all its
  *           room spare as each wake-up ends (with WaitForRoom)
+ *   STUCK=1 the worker of caller 0's batch, once it has answered, sends its
+ *           opIdle only after every caller has its answer: a Submit's done
+ *           that blocks on the other inputs' answers
  *   MUT_*   one mutation each; see README.md
  *
  * Properties (assertions, invalid end states; ltl live under weak fairness):
@@ -57,6 +62,9 @@
 #endif
 #ifndef C0
 #define C0 2
+#endif
+#ifndef STUCK
+#define STUCK 0
 #endif
 #ifndef C1
 #define C1 2
@@ -409,8 +417,8 @@ borrow:
 		:: else -> skip
 		fi
 #ifndef MUT_NO_STARVED_CASE
-	:: atomic {                                  /* case <-slot: */
-		starved[i] && !gift[i] && nempty(slots) ->
+	:: atomic {                                  /* case <-slot: (slots.parked) */
+		starved[i] && !waiting[i] && !gift[i] && nempty(slots) ->
 		slots?_; held[i]++;
 		awake[i] = 1; starved[i] = 0;
 		assert(SLOTSOK)
@@ -420,6 +428,13 @@ borrow:
 		gift[i] = 0; held[i]++;
 		awake[i] = 1; starved[i] = 0;
 		assert(SLOTSOK)
+	   }
+#endif
+#ifndef MUT_NO_SLOT_WAKE
+	:: atomic {                                  /* case <-given (slots.wakes): starved at its */
+		starved[i] && waiting[i] && spoke[i] && !gift[i] ->  /* share, poked: looks again */
+		spoke[i] = 0; waiting[i] = 0;            /* slots.poked */
+		awake[i] = 1; starved[i] = 0
 	   }
 #endif
 	fi;
@@ -517,10 +532,12 @@ borrow:
 
 proctype worker() {
 	byte s, c;
+	bit stuck;
 end_w:
 	do
 	:: atomic { jobs?s, c -> nwork++; fly++; assert(fly <= NW) }  /* (b) batches in flight across shards */
 		atomic {                                     /* the call returns: (release,) answer */
+			stuck = (STUCK && c == 0);
 			fly--;
 #ifdef MUT_IDLE_AT_RELEASE
 			assert(nfull(inc[s])); inc[s]!IDL, 0;    /* MUTATION: idle at its release */
@@ -528,6 +545,10 @@ end_w:
 			assert(pend[c] && empty(rep[c]));
 			pend[c] = 0; rep[c]!ANSWER; c = 0
 		};
+		if                                           /* STUCK: caller 0's done blocks until */
+		:: stuck -> ndone == NCALL; stuck = 0        /* every caller has its answer */
+		:: else -> skip
+		fi;
 		atomic {                                     /* then opIdle, to the loop that holds it */
 			nwork--;
 #ifndef MUT_IDLE_AT_RELEASE
