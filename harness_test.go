@@ -242,10 +242,11 @@ func tens(ins []in) []int {
 var errBoom = errors.New("boom")
 
 // bubble runs f in a synctest bubble, as synctest.Test does, but a bubble
-// whose goroutines all block for good fails its test instead of crashing
-// the test binary: synctest.Test panics with a deadlock error, recovered
-// here. Its goroutines stay blocked, and leak; the other tests go on. Any
-// other panic goes on up.
+// whose goroutines all block for good, or whose test ends (a t.Fatal) with
+// goroutines still blocked in it, fails its test instead of crashing the
+// test binary: synctest.Test panics with a deadlock error, recovered here.
+// Its goroutines stay blocked, and leak; the other tests go on. Any other
+// panic goes on up.
 func bubble(t *testing.T, f func(*testing.T)) {
 	t.Helper()
 	defer func() {
@@ -253,25 +254,42 @@ func bubble(t *testing.T, f func(*testing.T)) {
 			if err, ok := r.(error); ok && strings.Contains(err.Error(), "deadlock: all goroutines in bubble are blocked") {
 				t.Fatalf("the bubble deadlocked: %v", err)
 			}
+			if err, ok := r.(error); ok && strings.Contains(err.Error(), "deadlock: main bubble goroutine has exited but blocked goroutines remain") {
+				t.Fatalf("the bubble's test ended with its goroutines blocked: %v", err)
+			}
 			panic(r)
 		}
 	}()
 	synctest.Test(t, f)
 }
 
-// TestBubbleDeadlockFails checks bubble's promise: a deadlocked bubble
-// fails its test and the binary goes on. It runs a deadlock in a subtest
-// and expects that subtest, alone, to fail. Mutation: bubble calling
-// synctest.Test bare (the binary crashes).
+// TestBubbleDeadlockFails checks bubble's promise: a deadlocked bubble, or
+// one whose test fails with goroutines still blocked in it, fails its test
+// and the binary goes on. It runs each in a process of its own and expects
+// that test, alone, to fail. Mutation: bubble calling synctest.Test bare,
+// or recovering only the first deadlock (the binary crashes).
 func TestBubbleDeadlockFails(t *testing.T) {
-	if os.Getenv("FERRY_BUBBLE_DEADLOCK") == "1" {
+	switch os.Getenv("FERRY_BUBBLE_DEADLOCK") {
+	case "1":
 		bubble(t, func(*testing.T) { <-make(chan int) })
 		return
+	case "2":
+		bubble(t, func(t *testing.T) {
+			go func() { <-make(chan int) }()
+			synctest.Wait()
+			t.Fatal("a failure, with a goroutine blocked")
+		})
+		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBubbleDeadlockFails$", "-test.v")
-	cmd.Env = append(os.Environ(), "FERRY_BUBBLE_DEADLOCK=1")
-	out, err := cmd.CombinedOutput()
-	require.Error(t, err, "the deadlocked bubble's test fails")
-	assert.Contains(t, string(out), "the bubble deadlocked")
-	assert.NotContains(t, string(out), "panic:", "no crash")
+	for _, tc := range []struct{ mode, says string }{
+		{"1", "the bubble deadlocked"},
+		{"2", "the bubble's test ended with its goroutines blocked"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestBubbleDeadlockFails$", "-test.v")
+		cmd.Env = append(os.Environ(), "FERRY_BUBBLE_DEADLOCK="+tc.mode)
+		out, err := cmd.CombinedOutput()
+		require.Error(t, err, "the deadlocked bubble's test fails")
+		assert.Contains(t, string(out), tc.says)
+		assert.NotContains(t, string(out), "panic:", "no crash")
+	}
 }
