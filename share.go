@@ -131,7 +131,13 @@ func (sh *share[K, I, O]) waiting(wants bool) { sh.wants = wants }
 // asked never wait for it: a shard that waits holds nothing. Room borrowed
 // and not used goes back, or stays as the allowance, with giveBackRoom at
 // the end of the wake-up.
-func (sh *share[K, I, O]) borrowRoom(need, has budget) budget {
+//
+// A shard that keeps an allowance borrows ahead: beside what it lacks, as
+// much again as its core holds in use (used), if spare has it, so that a
+// shard whose callers grow borrows once per doubling, not once per wake-up.
+// What it borrowed ahead is its allowance, which another shard short of
+// room asks for.
+func (sh *share[K, I, O]) borrowRoom(need, has, used budget) budget {
 	whole := sharedWeight(sh.lim)
 	if need.w < 0 { // past MaxInt64: more than the room
 		need.w = whole
@@ -142,13 +148,17 @@ func (sh *share[K, I, O]) borrowRoom(need, has budget) budget {
 		if short == (budget{}) {
 			return has
 		}
+		ask := short
+		if sh.keeps {
+			ask = budget{min(short.n, sh.lim.queued-used.n) + used.n, min(short.w, whole-used.w) + used.w}
+		}
 		sh.ops.add(2)
 		p := sh.spare.take()
 		if sh.heard(p.end); sh.end != 0 { // the ferry ends: its admissions are refused
 			sh.spare.put(p)
 			return has
 		}
-		got := p.borrow(short)
+		got := p.borrow(ask)
 		if got.holds(short) || !p.held(sh.me) {
 			if sh.keeps && len(p.waiters) == 0 { // what is left stays, if the allowance keeps it
 				p.hold(sh.me, true)
@@ -416,7 +426,7 @@ func (l *loop[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
 		return
 	}
 	has := l.takeSpare()
-	got := l.share.borrowRoom(l.share.need(ms, l.st, &l.paused), has)
+	got := l.share.borrowRoom(l.share.need(ms, l.st, &l.paused), has, budget{l.st.queued, l.st.weight})
 	l.st.grow(got.n, got.w)
 }
 

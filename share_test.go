@@ -182,14 +182,16 @@ func TestDoManyAsksForTheAllowance(t *testing.T) {
 		defer h.f.Close()
 		ctx := context.Background()
 		a, b := keysIn(h, 0, 2), keysIn(h, 1, 2)
-		first := []chan answer{h.do(ctx, in{Key: a[0], ID: 1}), h.do(ctx, in{Key: a[1], ID: 2})}
+		first := []chan answer{h.do(ctx, in{Key: a[0], ID: 1})}
+		synctest.Wait()
+		first = append(first, h.do(ctx, in{Key: a[1], ID: 2}))
 		synctest.Wait()
 		require.NoError(t, h.f.Flush(ctx))
 		synctest.Wait()
 		for _, c := range first {
 			require.NoError(t, got(t, c).err)
 		}
-		require.Equal(t, 2, freeOf(h).n, "shard 0 keeps 2")
+		require.Equal(t, 1, freeOf(h).n, "shard 0 keeps 3: 1, then 1 and 1 ahead")
 
 		resume := stop(h, 1)
 		x := make(chan error, 1)
@@ -206,6 +208,38 @@ func TestDoManyAsksForTheAllowance(t *testing.T) {
 		assert.NoError(t, <-x)
 		assert.Equal(t, budget{4, math.MaxInt64}, spareOf(h))
 	})
+}
+
+// borrowRoom, keeping an allowance, borrows ahead as much again as the core
+// holds in use, as far as the room and spare go, and never less than it
+// lacks, its sums safe at MaxInt64; without one (WaitForRoom) it borrows
+// what it lacks. Mutations:
+// borrowing ahead without keeps (the last case takes 6), or asking only
+// for what it lacks (the first takes 2).
+func TestBorrowAhead(t *testing.T) {
+	whole := int64(math.MaxInt64)
+	for _, tc := range []struct {
+		name            string
+		keeps           bool
+		free            budget // spare's, as the wake-up starts
+		need, has, used budget
+		want, wantSpare budget
+	}{
+		{"lacks 2, 3 in use: 5", true, budget{10, 100}, budget{2, 20}, budget{}, budget{3, 30}, budget{5, 50}, budget{5, 50}},
+		{"spare has less: all of it", true, budget{3, 100}, budget{2, 20}, budget{}, budget{3, 30}, budget{3, 50}, budget{0, 50}},
+		{"in use near MaxInt64: no wrap", true, budget{10, 10}, budget{1, 10}, budget{}, budget{1, whole - 10}, budget{2, 10}, budget{8, 0}},
+		{"nothing lacking: nothing", true, budget{10, 100}, budget{2, 20}, budget{2, 20}, budget{3, 30}, budget{2, 20}, budget{10, 100}},
+		{"no MaxQueuedWeight", true, budget{10, whole}, budget{1, whole - 5}, budget{}, budget{1, 5}, budget{2, whole}, budget{8, 0}},
+		{"no allowance (WaitForRoom)", false, budget{10, 100}, budget{2, 20}, budget{}, budget{3, 30}, budget{2, 20}, budget{8, 80}},
+	} {
+		lim := limits{batchSize: 4, queued: 12, queuedWeight: 120}
+		if tc.free.w == whole || tc.used.w > 120 { // no MaxQueuedWeight
+			lim.queuedWeight = 0
+		}
+		sh := share[string, in, int]{lim: lim, spare: newRoom(tc.free), keeps: tc.keeps}
+		assert.Equal(t, tc.want, sh.borrowRoom(tc.need, tc.has, tc.used), tc.name)
+		assert.Equal(t, tc.wantSpare, sh.spare.take().free, tc.name)
+	}
 }
 
 // allowance keeps all the room spare up to twice the most in use lately,

@@ -383,7 +383,8 @@ borrow:
 #else
 				true ->                          /* MUTATION: short, it never asks */
 #endif
-				got = (b < lack -> b : lack);
+				wnt = lack + (KEEPS -> q[i] : 0);  /* keeping an allowance: borrow ahead */
+				got = (b < wnt -> b : wnt);
 				spare!b - got;                   /* l.spare <- ...: no loop holds it now */
 				cap[i] = cap[i] + got;           /* grow */
 				if
