@@ -241,6 +241,8 @@ var series = []stat{
 	{"on_batch_panics_total", "OnBatch calls that panicked.", prometheus.CounterValue, func(s *ferry.Stats) float64 { return float64(s.OnBatchPanics) }},
 	{"paused", "Keys paused after a call failed for good (PauseOnError).", prometheus.GaugeValue, func(s *ferry.Stats) float64 { return float64(s.Paused) }},
 	{"paused_out_total", "Admitted inputs answered ErrPaused as their key was paused.", prometheus.CounterValue, func(s *ferry.Stats) float64 { return float64(s.PausedOut) }},
+	{"on_pause_panics_total", "OnPause calls that panicked.", prometheus.CounterValue, func(s *ferry.Stats) float64 { return float64(s.OnPausePanics) }},
+	{"parked", "Keys whose failed batch waits out a backoff (Retry) or is held until Resume (HoldPaused).", prometheus.GaugeValue, func(s *ferry.Stats) float64 { return float64(s.Parked) }},
 	{"waiting", "Inputs waiting for room (WaitForRoom), not yet admitted.", prometheus.GaugeValue, func(s *ferry.Stats) float64 { return float64(s.WaitingForRoom) }},
 }
 

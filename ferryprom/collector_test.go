@@ -178,7 +178,8 @@ func checkStats(t *testing.T, mfs map[string]*dto.MetricFamily, s ferry.Stats) {
 		"ferry_direct_calls_total": float64(s.DirectCalls), "ferry_done_panics_total": float64(s.DonePanics),
 		"ferry_on_batch_panics_total": float64(s.OnBatchPanics),
 		"ferry_paused":                float64(s.Paused), "ferry_paused_out_total": float64(s.PausedOut),
-		"ferry_waiting": float64(s.WaitingForRoom),
+		"ferry_waiting": float64(s.WaitingForRoom), "ferry_parked": float64(s.Parked),
+		"ferry_on_pause_panics_total": float64(s.OnPausePanics),
 	} {
 		if got := value(t, mfs, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)

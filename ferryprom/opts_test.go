@@ -46,18 +46,21 @@ func TestWithStats(t *testing.T) {
 		t.Fatalf("without stats: %v", got)
 	}
 	ferryprom.OnBatch[int](c)(ferry.Batch[int]{Size: 5})
-	stats := ferry.Stats{Queued: 7, Admitted: 9, RejectedHeavy: 2, Paused: 3, PausedOut: 4, WaitingForRoom: 5}
+	stats := ferry.Stats{Queued: 7, Admitted: 9, RejectedHeavy: 2, Paused: 3, PausedOut: 4, WaitingForRoom: 5, Parked: 6, OnPausePanics: 7}
 	mfs := gather(t, c.WithStats(func() ferry.Stats { return stats }))
-	if n := len(mfs); n != 3+15 {
-		t.Errorf("%d families with stats, want 18: %v", n, names(mfs))
+	if n := len(mfs); n != 3+17 {
+		t.Errorf("%d families with stats, want 20: %v", n, names(mfs))
 	}
-	for name, want := range map[string]float64{"ferry_paused": 3, "ferry_waiting": 5} {
+	for name, want := range map[string]float64{"ferry_paused": 3, "ferry_waiting": 5, "ferry_parked": 6} {
 		if v := mfs[name].GetMetric()[0].GetGauge().GetValue(); v != want {
 			t.Errorf("%s %v, want %v", name, v, want)
 		}
 	}
 	if v := mfs["ferry_paused_out_total"].GetMetric()[0].GetCounter().GetValue(); v != 4 {
 		t.Errorf("ferry_paused_out_total %v", v)
+	}
+	if v := mfs["ferry_on_pause_panics_total"].GetMetric()[0].GetCounter().GetValue(); v != 7 {
+		t.Errorf("ferry_on_pause_panics_total %v", v)
 	}
 	var count uint64
 	for _, m := range mfs["ferry_batch_size"].GetMetric() {
@@ -95,7 +98,7 @@ func TestOpts(t *testing.T) {
 		SizeBuckets: sizes, WaitBuckets: waits, CallBuckets: calls,
 	})
 	mfs := gather(t, c)
-	if len(mfs) != 18 {
+	if len(mfs) != 20 {
 		t.Errorf("%d families: %v", len(mfs), names(mfs))
 	}
 	for name, mf := range mfs {
