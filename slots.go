@@ -104,7 +104,7 @@ type slots[K comparable, I, O any] struct {
 	free    []int                   // the ids free
 	poke    chan struct{}           // with several shards, capacity 1: poked once slots are given back
 	waiting bool                    // its poke is in the pool's wants, not poked yet: it holds own at least
-	gave    bool                    // it has given slots back since it last poked the pool's wants
+	gave    int                     // slots given back, less those taken from the pool, since it last poked the pool's wants
 	ops     *sharedOps              // the loop's count of operations on the pool: see sharedOps
 }
 
@@ -201,6 +201,7 @@ func (sl *slots[K, I, O]) gotSlot(wk *worker[K, I, O]) {
 // hold adds wk, a slot's worker, to those the shard holds, starting it if it
 // is nil, and returns its id.
 func (sl *slots[K, I, O]) hold(wk *worker[K, I, O]) int {
+	sl.gave = max(0, sl.gave-1) // with several shards, a slot taken from the pool: see lent
 	if wk == nil {
 		wk = sl.start()
 	}
@@ -241,15 +242,18 @@ func (sl *slots[K, I, O]) giveBackIdleSlots() {
 }
 
 // lent pokes the shards waiting for a slot given back, if this one has given
-// any back since it last did: after the slots are in the pool, so that a
-// shard poked finds them, and one that records its poke after looks once
-// more (see takeSlot).
+// back more than it took from the pool since it last did: after the slots
+// are in the pool, so that a shard poked finds them, and one that records its
+// poke after looks once more (see takeSlot). A shard that gave a slot back
+// as its batch beyond its share ended, and took one again for its next
+// batch, left the pool as the waiters last saw it (empty, or with slots whose
+// giver pokes them), and pokes no one.
 func (sl *slots[K, I, O]) lent() {
-	if sl.gave {
-		sl.gave = false
+	if sl.gave > 0 {
 		sl.ops.add(2)
 		sl.pool.wake()
 	}
+	sl.gave = 0
 }
 
 // giveBack gives worker id back to the pool, with its slot.
@@ -258,7 +262,7 @@ func (sl *slots[K, I, O]) giveBack(id int) {
 	sl.pool.put(sl.workers[id])
 	sl.workers[id] = nil
 	sl.free = append(sl.free, id)
-	sl.gave = true
+	sl.gave++
 	if sl.waiting { // it looks at the pool again, a poke to come or not
 		sl.waiting = false
 		sl.drain()
@@ -306,7 +310,7 @@ func (sl *slots[K, I, O]) stopWorkers(s *shard[K, I, O]) int {
 		if sl.pool.free != nil {
 			sl.ops.add(1)
 			sl.pool.put(nil)
-			sl.gave = true
+			sl.gave++
 		}
 	}
 	sl.workers, sl.idle, sl.free = nil, nil, nil

@@ -121,7 +121,7 @@ bool starved[NS];   /* l.starved */
 bool pressed[NS];   /* share.pressed: an opGiveBack read, give all back at the lend */
 bool waiting[NS];   /* slots.waiting: it looks at the pool again only once poked */
 bit  spoke[NS];     /* slots.poke, capacity 1 */
-bool gave[NS];      /* slots.gave: slots given back since it last poked wants */
+byte gave[NS];      /* slots.gave: slots given back, less those taken from the pool, since it last poked wants */
 /* ---- what Go's runtime knows: where a loop is, what it was handed ---- */
 bool awake[NS];     /* in a wake-up, from its receive (or slot) to its jobs'
                      * start; else at its select in run */
@@ -202,7 +202,7 @@ inline starveok() {
 /* slots.lent: after giving slots back, poke those in wants */
 inline lent() {
 	if
-	:: gave[i] ->
+	:: gave[i] > 0 ->
 		gave[i] = 0;
 #ifndef MUT_NO_SLOT_POKE
 		if                                       /* a poke to a loop no longer waiting */
@@ -216,15 +216,26 @@ inline lent() {
 #else
 		skip;                                    /* MUTATION: no poke */
 #endif
-		/* the slots it gave back are in the pool: one waiting has its poke */
-		assert(!waiting[1-i] || spoke[1-i] || empty(slots))
-	:: else -> skip
-	fi
+	:: else -> skip                              /* it took back what it gave: no poke */
+	fi;
+	/* the slots given back are in the pool: one waiting has its poke */
+	assert(!waiting[1-i] || spoke[1-i] || empty(slots));
+	/* with two shards none is in wants while the other holds beyond its share */
+	assert(!waiting[1-i] || held[i] <= OWN(i))
+}
+
+/* slots.hold of a slot from the pool: one fewer given back, net */
+inline took() {
+#ifndef MUT_TAKE_FORGETS
+	gave[i] = (gave[i] > 0 -> gave[i] - 1 : 0)
+#else
+	gave[i] = 0                                      /* MUTATION: a take forgets every give-back */
+#endif
 }
 
 /* slots.giveBack's end: a loop that gives slots back looks at the pool again */
 inline gaveback() {
-	gave[i] = 1;
+	gave[i]++;
 	waiting[i] = 0; spoke[i] = 0                     /* it looks again; its poke, drained */
 }
 
@@ -420,7 +431,7 @@ borrow:
 #ifndef MUT_NO_STARVED_CASE
 	:: atomic {                                  /* case <-slot: (slots.parked) */
 		starved[i] && !waiting[i] && !gift[i] && nempty(slots) ->
-		slots?_; held[i]++;
+		slots?_; held[i]++; took();
 		awake[i] = 1; starved[i] = 0;
 		assert(SLOTSOK)
 	   }
@@ -455,7 +466,7 @@ borrow:
 	:: atomic { q[i] > 0 && flying[i] < held[i] -> take() }  /* takeSlot: an idle worker it holds */
 	:: atomic {
 		q[i] > 0 && flying[i] == held[i] && !waiting[i] && nempty(slots) ->
-		slots?_; held[i]++; take()               /* takeSlot: one from the pool (hold) */
+		slots?_; held[i]++; took(); take()       /* takeSlot: one from the pool (hold) */
 	   }
 	:: atomic {                                  /* takeSlot: none, starved */
 		q[i] > 0 && flying[i] == held[i] && (waiting[i] || empty(slots)) ->
