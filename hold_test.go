@@ -255,6 +255,7 @@ func TestHoldPausedCloseAndShutdown(t *testing.T) {
 				} else {
 					require.NoError(t, f.Close())
 				}
+				synctest.Wait() // the Dos have their answers, but may not have run since
 				a2 := got(t, d2)
 				assert.ErrorIs(t, a2.err, ErrClosed)
 				assert.ErrorIs(t, a2.err, errBoom, "the failure too")

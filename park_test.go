@@ -199,12 +199,14 @@ func TestFlushAndShutdownDuringAPark(t *testing.T) {
 		synctest.Wait()
 		require.NoError(t, f.Flush(context.Background()))
 		assert.Equal(t, time.Hour, time.Since(start))
+		synctest.Wait() // a's Do has its answer, but may not have run since
 		assert.Equal(t, answer{10, nil}, got(t, a))
 
 		b := do(f, context.Background(), in{Key: "a", ID: 2})
 		synctest.Wait()
 		require.NoError(t, f.Shutdown(context.Background()))
 		assert.Equal(t, 2*time.Hour, time.Since(start))
+		synctest.Wait()
 		assert.Equal(t, answer{20, nil}, got(t, b))
 	})
 }
