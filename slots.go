@@ -85,8 +85,9 @@ func (t tokens[K, I, O]) put(wk *worker[K, I, O]) { t.free <- wk }
 // (waiting) and does not look at the pool again until a shard that gives slots
 // back pokes it (see lent), a poke its loop waits for beside its inbound
 // channel (see wakes): so busy shards do not look at the pool at every
-// wake-up, nor wait on it, and a slot given back runs their ready batch. As a batch ends and its worker is idle again, a
-// shard keeps it if it holds no more than its own share (own), so that busy
+// wake-up, nor wait on it, and a slot given back runs their ready batch. As a
+// batch ends and its worker is idle again, a shard keeps it if it holds no
+// more than its own share (own), so that busy
 // shards do not pass slots back and forth, and else gives it back, where a
 // starved shard gets it; at the end of each dispatch it gives back the idle
 // workers it holds (see giveBackIdleSlots). start starts a worker goroutine
