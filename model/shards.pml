@@ -226,11 +226,7 @@ inline lent() {
 
 /* slots.hold of a slot from the pool: one fewer given back, net */
 inline took() {
-#ifndef MUT_TAKE_FORGETS
 	gave[i] = (gave[i] > 0 -> gave[i] - 1 : 0)
-#else
-	gave[i] = 0                                      /* MUTATION: a take forgets every give-back */
-#endif
 }
 
 /* slots.giveBack's end: a loop that gives slots back looks at the pool again */
