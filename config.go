@@ -38,6 +38,7 @@ type Config[K comparable, I any] struct {
 	MaxQueued          int           // inputs waiting across all keys; 0: DefaultMaxQueued
 	MaxQueuedWeight    int64         // their total weight; 0: no limit; < 0: invalid
 	DirectCalls        bool          // with MaxBatchDelay 0, an idle key's caller makes the call itself
+	MaxCallsPerKey     int           // calls of one key in flight at once, batched and direct; 0: 1; < 0: invalid
 
 	OnBatch         func(Batch[K]) // nil: none. Called after every call, off the loop: see Batch. Close from it returns at once; Flush, Shutdown fail
 	CallTimeout     time.Duration  // 0: none. A call's context ends this long after it starts (ErrCallTimeout); < 0: invalid
@@ -166,6 +167,7 @@ func (cfg Config[K, I]) limits() (limits, int, error) {
 		{"MaxQueued", int64(cfg.MaxQueued)},
 		{"MaxQueuedWeight", cfg.MaxQueuedWeight},
 		{"CallTimeout", int64(cfg.CallTimeout)},
+		{"MaxCallsPerKey", int64(cfg.MaxCallsPerKey)},
 	} {
 		if c.v < 0 {
 			return limits{}, 0, fmt.Errorf("ferry: Config.%s is negative: %d", c.name, c.v)
