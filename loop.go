@@ -528,7 +528,11 @@ func (l *loop[K, I, O]) close() {
 	}
 	if len(subs) > 0 { // done is user code: off the loop, which waits for it
 		l.life.notify++
-		go callDoneAll(l.s, subs, ErrClosed, l.order.all(), make(chan struct{})) // after the completions of the batches in flight
+		after, fin := l.order.all(), make(chan struct{}) // after the completions of the batches in flight
+		for _, w := range subs {
+			l.order.last.put(w.key, fin) // and before any that a failure handled after the close brings
+		}
+		go callDoneAll(l.s, subs, ErrClosed, after, fin)
 	}
 	clear(l.life.drained)
 	l.s.cancel(ErrClosed)

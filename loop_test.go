@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -633,4 +634,51 @@ func TestLoopParkFlushAndClose(t *testing.T) {
 	assert.False(t, l.end(), "its worker stops")
 	l.receive(tm{op: opExit})
 	assert.True(t, l.end())
+}
+
+// A failure decided before Close and handled after it (its worker's
+// release, or its hold, queued behind the close) pauses its key: OnPause
+// then comes after the Submits' done that the close drained, never
+// beside them, as every completion of a key comes in order (found by
+// model/fail.pml). Mutation: close's notifier taking no place among the
+// keys' completions (OnPause runs while the drained done blocks).
+func TestLoopOnPauseAfterTheCloseDrained(t *testing.T) {
+	for _, hold := range []bool{false, true} {
+		t.Run(map[bool]string{false: "release", true: "hold"}[hold], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ev := newEvents()
+				l := testLoop(t, limits{batchSize: 1, queued: 4}, func(f *Ferry[string, in, int]) {
+					f.pauseOnError, f.hold = true, hold
+					f.onPause = func(key string, err error) { ev.add("OnPause %s", key) }
+					f.onBatch = func(Batch[string]) {}
+				})
+				a := ltDo("a")
+				l.receive(tm{op: opAdmit, w: a})
+				j := <-l.slots.workers[0].jobs // its completions take the key's place
+				release := make(chan struct{})
+				s := ltSub("a")
+				s.done = func(int, error) {
+					ev.add("done start")
+					<-release
+					ev.add("done end")
+				}
+				l.receive(tm{op: opAdmit, w: s}) // joins the busy lane
+				require.Equal(t, errAdmitted, word(t, s.c))
+				l.receive(tm{op: opClose}) // drains s: its done waits for the batch's completions
+				m := tm{op: opRelease, key: "a", worker: 0, fail: errBoom, order: 1}
+				if hold {
+					h := &flight[string, in, int]{key: "a", batch: []*tw{a}, ctx: j.fl.ctx, outs: make([]int, 1),
+						errs: Errors{errBoom}, idx: []int{0}, attempt: 1, last: errBoom, held: true}
+					m = tm{op: opPark, key: "a", worker: 0, fl: h, fail: errBoom, order: 1}
+				}
+				l.receive(m)
+				close(j.fl.fin) // the batch's completions are over
+				synctest.Wait()
+				assert.Equal(t, []string{"0s done start"}, ev.list(t), "OnPause waits for the drained done")
+				close(release)
+				synctest.Wait()
+				assert.Equal(t, []string{"0s done start", "0s done end", "0s OnPause a"}, ev.list(t))
+			})
+		})
+	}
 }
