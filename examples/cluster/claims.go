@@ -341,11 +341,12 @@ func share(partitions, members, i int) int {
 	return n
 }
 
-// reconcile moves the node toward its share: it sets the fence of its
-// claims not served yet, deletes the claims of partitions released and
-// drained, claims free partitions while under its share, and starts to
-// release some while over it and another live node is under its own. It
-// returns the first error, to be tried again.
+// reconcile moves the node toward its share: it deletes the claims of
+// partitions released and drained, claims free partitions while under its
+// share, starts to release some while over it and another live node is under
+// its own, and sets the fence of its claims not served yet (after claiming
+// them all: a fence that waits for a lock delays no claim). It returns the
+// errors, to be tried again.
 func (c *claims) reconcile(ctx context.Context, s *session) error {
 	for p, o := range s.owners { // a claim of its lease it does not know, as a txn whose answer was lost
 		if _, ok := s.mine[p]; !ok && o.node == c.cfg.Name && o.lease == int64(s.lease) {
@@ -353,26 +354,37 @@ func (c *claims) reconcile(ctx context.Context, s *session) error {
 		}
 	}
 	var errs []error
-	for p, tok := range s.mine {
-		if !s.serving[p] && !s.leaving[p] {
-			if err := c.serve(ctx, s, p, tok); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
 	for p := range s.drained {
 		if err := c.unclaim(ctx, s, p); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	if !s.quiet {
+		if err := c.rebalance(ctx, s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for p, tok := range s.mine {
+		if !s.serving[p] && !s.leaving[p] && !s.drained[p] {
+			if err := c.serve(ctx, s, p, tok); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rebalance claims free partitions while the node is under its share, and
+// releases some while it is over it and another live node is under its own.
+func (c *claims) rebalance(ctx context.Context, s *session) error {
 	live := make([]string, 0, len(s.members))
 	for name := range s.members {
 		live = append(live, name)
 	}
 	slices.Sort(live)
 	me := slices.Index(live, c.cfg.Name)
-	if s.quiet || me < 0 || len(errs) > 0 {
-		return errors.Join(errs...)
+	if me < 0 {
+		return nil // not registered yet, as the watch tells
 	}
 	held := len(s.mine) - len(s.leaving)
 	want := share(c.cfg.Partitions, len(live), me)
@@ -402,11 +414,8 @@ func (c *claims) reconcile(ctx context.Context, s *session) error {
 		for i, name := range live {
 			under = under || name != c.cfg.Name && counts[name] < share(c.cfg.Partitions, len(live), i)
 		}
-		if !under {
-			return nil
-		}
 		for p := range s.mine {
-			if held <= want {
+			if !under || held <= want {
 				break
 			}
 			if s.serving[p] && !s.leaving[p] {
@@ -418,8 +427,8 @@ func (c *claims) reconcile(ctx context.Context, s *session) error {
 	return nil
 }
 
-// claim claims partition p if it is free, and sets its fence (serve). ok
-// says whether the claim is this node's.
+// claim claims partition p if it is free; reconcile then sets its fence
+// (serve). ok says whether the claim is this node's.
 func (c *claims) claim(ctx context.Context, s *session, p int) (ok bool, err error) {
 	key := c.partKey(p)
 	octx, cancel := context.WithTimeout(ctx, op)
@@ -442,7 +451,7 @@ func (c *claims) claim(ctx context.Context, s *session, p int) (ok bool, err err
 	s.owners[p], s.revs[p] = claim{c.cfg.Name, tok, int64(s.lease)}, tok
 	s.mine[p] = tok
 	c.count.claims.Add(1)
-	return true, c.serve(ctx, s, p, tok)
+	return true, nil
 }
 
 // serve sets the fence of this node's claim on p in PostgreSQL; the
@@ -453,8 +462,8 @@ func (c *claims) serve(ctx context.Context, s *session, p int, tok int64) error 
 	defer cancel()
 	err := c.fence(octx, p, tok)
 	if errors.Is(err, errFenced) {
-		s.drained[p] = true
-		return nil
+		s.drained[p] = true // the next pass deletes the claim
+		return fmt.Errorf("partition %d: claim %d fenced out already: %w", p, tok, err)
 	}
 	if err != nil {
 		return fmt.Errorf("setting partition %d's fence: %w", p, err)
