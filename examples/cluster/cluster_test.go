@@ -49,7 +49,9 @@ const (
 // number its 201 gave, each tenant's in the order they were acknowledged; no
 // write committed under a claim that a newer one had fenced out, each under a
 // claim etcd gave its node; the partitions owned again within twice the
-// lease's TTL; and the paused node's old batches refused by the fence.
+// lease's TTL; the paused node's old batches refused by the fence; and the
+// node stopped by SIGTERM failing no request as it stops, its partitions
+// claimed again as soon as it exits (it drains, then revokes its lease).
 //
 // Its subtest unfenced builds the nodes without the fence check (the tag
 // cluster_unfenced) and pauses one: the old batches must then commit, and the
@@ -75,6 +77,10 @@ func TestCluster(t *testing.T) {
 	}
 	if res.fenced == 0 {
 		t.Error("no batch was refused by the fence: the paused node held none under its old claims")
+	}
+	if res.termFailed != 0 || res.handover > ttl/2 {
+		t.Errorf("the node stopped by SIGTERM failed %d requests as it stopped (-1: it printed no stats), and its partitions were owned again %v after it exited: want none, and at once (it drains, then revokes its lease)",
+			res.termFailed, res.handover)
 	}
 	for _, o := range res.reown {
 		if o.took > 2*ttl {
@@ -231,6 +237,8 @@ type result struct {
 	figures
 	fenced, fencedEvents, forwarded uint64
 	reown                           []reown
+	termFailed                      int           // requests that the node stopped by SIGTERM failed as it stopped; -1: no stats
+	handover                        time.Duration // from its exit to the last claim of its partitions
 }
 
 type reown struct {
@@ -262,17 +270,25 @@ func (r *rig) run(f faults) result {
 		t0 := time.Now()
 		r.procs["n2"].signal(syscall.SIGKILL)
 		r.waitExit("n2")
-		res.reown = append(res.reown, reown{"SIGKILL", r.waitOwned([]string{"n1", "n3"}, t0)})
+		res.reown = append(res.reown, reown{"SIGKILL", r.waitOwned([]string{"n1", "n3"}).Sub(t0)})
 		more(300)
 		r.start("n2")
 		r.waitBalanced(all)
 	}
 	if f.term {
+		before, err := r.nodeStats("n3")
+		if err != nil {
+			t.Fatal(err)
+		}
 		t0 := time.Now()
 		r.procs["n3"].signal(syscall.SIGTERM)
-		took := r.waitOwned([]string{"n1", "n2"}, t0)
-		r.waitExit("n3")
-		res.reown = append(res.reown, reown{"SIGTERM", took})
+		last := r.waitOwned([]string{"n1", "n2"})
+		p := r.waitExit("n3")
+		res.reown = append(res.reown, reown{"SIGTERM", last.Sub(t0)})
+		res.handover, res.termFailed = last.Sub(p.exitedAt), -1
+		if after := p.stats; after != nil {
+			res.termFailed = int(after.Failed - before.Failed)
+		}
 		r.start("n3")
 		r.waitBalanced(all)
 		more(300)
@@ -287,7 +303,7 @@ func (r *rig) run(f faults) result {
 		r.procs["n1"].signal(syscall.SIGSTOP)
 		r.waitFor(5*time.Second, "n1 stopped", func() bool { return r.procs["n1"].state() == "T" })
 		unlock()
-		res.reown = append(res.reown, reown{"SIGSTOP", r.waitOwned([]string{"n2", "n3"}, t0)})
+		res.reown = append(res.reown, reown{"SIGSTOP", r.waitOwned([]string{"n2", "n3"}).Sub(t0)})
 		r.waitFences()
 		r.procs["n1"].signal(syscall.SIGCONT)
 		r.waitBalanced(all)
@@ -316,6 +332,10 @@ func (r *rig) run(f faults) result {
 	for _, o := range res.reown {
 		t.Logf("partitions owned again %v after %s (lease TTL %v)", o.took.Round(time.Millisecond), o.fault, ttl)
 	}
+	if f.term {
+		t.Logf("SIGTERM: requests failed by the node as it stopped %d; its last partition claimed again %v after it exited",
+			res.termFailed, res.handover.Round(time.Millisecond))
+	}
 	return res
 }
 
@@ -324,6 +344,7 @@ type proc struct {
 	name, errPath string
 	cmd           *exec.Cmd
 	exited        chan struct{} // closed once it has exited and its output is read
+	exitedAt      time.Time     // when it was seen to exit, once exited is closed
 	stats         *Stats        // from its last line, if it printed one
 }
 
@@ -342,6 +363,9 @@ func (r *rig) start(name string) {
 		"-ttl", ttl.String(), "-partitions", strconv.Itoa(partitions),
 		"-batch", "64", "-delay", "2ms", "-workers", "4", "-timeout", "2s",
 		"-request-timeout", "10s", "-drain", "5s", "-shutdown", "15s")
+	// No second at exit for the race detector's reports: a node stopped by
+	// SIGTERM exits as soon as it has released its partitions.
+	p.cmd.Env = append(os.Environ(), "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
 	errf, err := os.Create(p.errPath)
 	if err != nil {
 		r.t.Fatal(err)
@@ -365,6 +389,7 @@ func (r *rig) start(name string) {
 			}
 		}
 		_ = p.cmd.Wait()
+		p.exitedAt = time.Now()
 		errf.Close()
 		close(p.exited)
 	}()
@@ -399,8 +424,9 @@ func (p *proc) kill() {
 	}
 }
 
-// waitExit waits for node name's process to exit, and keeps it.
-func (r *rig) waitExit(name string) {
+// waitExit waits for node name's process to exit, and returns it. A node
+// not killed must exit with status 0 (66: the race detector found a race).
+func (r *rig) waitExit(name string) *proc {
 	r.t.Helper()
 	p := r.procs[name]
 	select {
@@ -408,8 +434,12 @@ func (r *rig) waitExit(name string) {
 	case <-time.After(30 * time.Second):
 		r.t.Fatalf("%s did not exit", name)
 	}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() && ws.ExitStatus() != 0 {
+		r.t.Errorf("%s exited: %v", name, p.cmd.ProcessState)
+	}
 	r.exited = append(r.exited, p)
 	delete(r.procs, name)
+	return p
 }
 
 func freePort(t *testing.T) int {
@@ -466,9 +496,9 @@ func (r *rig) nodeStats(name string) (Stats, error) {
 	return st, err
 }
 
-// waitOwned waits until live own every partition, and returns the time from
-// since to the last claim made after it.
-func (r *rig) waitOwned(live []string, since time.Time) time.Duration {
+// waitOwned waits until live own every partition, and returns the time of
+// the last claim.
+func (r *rig) waitOwned(live []string) time.Time {
 	r.t.Helper()
 	r.waitFor(10*ttl, fmt.Sprintf("every partition owned by %v", live), func() bool {
 		counts := r.w.counts()
@@ -486,7 +516,7 @@ func (r *rig) waitOwned(live []string, since time.Time) time.Duration {
 		}
 	}
 	r.w.mu.Unlock()
-	return last.Sub(since)
+	return last
 }
 
 // hold makes node name hold a batch under its claim, waiting in

@@ -84,9 +84,9 @@ type reply struct {
 // counters are the node's totals, for GET /stats and the line it prints at
 // exit.
 type counters struct {
-	requests, forwarded, forwardFailed, notServed  atomic.Uint64
-	batches, events, fenced, fencedEvents, retries atomic.Uint64
-	claims, releases, sessionsLost                 atomic.Uint64
+	requests, failed, forwarded, forwardFailed, notServed atomic.Uint64
+	batches, events, fenced, fencedEvents, retries        atomic.Uint64
+	claims, releases, sessionsLost                        atomic.Uint64
 }
 
 // Stats is a snapshot of a node's counters, as GET /stats and the line
@@ -94,6 +94,7 @@ type counters struct {
 type Stats struct {
 	Node          string `json:"node"`
 	Requests      uint64 `json:"requests"`       // POST /events taken
+	Failed        uint64 `json:"failed"`         // of those, answered 429 or 5xx by this node (not forwarded answers)
 	Forwarded     uint64 `json:"forwarded"`      // sent on to the partition's owner
 	ForwardFailed uint64 `json:"forward_failed"` // of those, without an answer (502)
 	NotServed     uint64 `json:"not_served"`     // 503: no node served the partition here
@@ -244,6 +245,7 @@ func (s *Service) handleEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		s.count.notServed.Add(1)
+		s.count.failed.Add(1)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, fmt.Sprintf("partition %d is not served here now", e.part), http.StatusServiceUnavailable)
 		return
@@ -253,6 +255,7 @@ func (s *Service) handleEvent(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	seq, err := s.f.Do(ctx, e)
 	if err != nil {
+		s.count.failed.Add(1)
 		code := status(err)
 		if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", "1")
@@ -294,6 +297,7 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, addr string, b
 	resp, err := s.client.Do(req)
 	if err != nil {
 		s.count.forwardFailed.Add(1)
+		s.count.failed.Add(1)
 		http.Error(w, "forwarding to the partition's owner: "+err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -353,7 +357,7 @@ func (s *Service) write(ctx context.Context, tenant string, evs []event) ([]int6
 func (s *Service) Stats() Stats {
 	c := &s.count
 	st := Stats{
-		Node: s.cfg.Name, Requests: c.requests.Load(), Forwarded: c.forwarded.Load(), ForwardFailed: c.forwardFailed.Load(),
+		Node: s.cfg.Name, Requests: c.requests.Load(), Failed: c.failed.Load(), Forwarded: c.forwarded.Load(), ForwardFailed: c.forwardFailed.Load(),
 		NotServed: c.notServed.Load(), Batches: c.batches.Load(), Events: c.events.Load(), Fenced: c.fenced.Load(),
 		FencedEvents: c.fencedEvents.Load(), Retries: c.retries.Load(), Claims: c.claims.Load(), Releases: c.releases.Load(),
 		SessionsLost: c.sessionsLost.Load(),
