@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The keys in etcd, under the cluster's prefix:
+// The keys in etcd, under the cluster's prefix, are these.
 //
 //	members/NAME  the node's address, under its lease
 //	parts/P       the name of the node that claimed partition P, under its lease
@@ -40,10 +40,10 @@ func partition(tenant string, n int) int {
 // the handlers who serves each partition. Its loop (run) is the only writer
 // of its claims; the handlers read its table (enter, leave) under mu.
 //
-// The loop holds a lease, renewed by the etcd client, registers the node
-// under it, watches the prefix and claims free partitions until the node has
-// its share (the partitions over the live members, sorted by name, the first
-// ones taking one more). A new claim's token goes to PostgreSQL's fence
+// The loop holds a lease, renewed by the etcd client, and registers the node
+// under it. It watches the prefix and claims free partitions until the node
+// has its share: the partitions over the live members sorted by name, the
+// first ones taking one more. A new claim's token goes to PostgreSQL's fence
 // (fence) before the node serves the partition. A node over its share
 // releases partitions while another is under its own: it stops taking their
 // requests, waits for those in flight, then deletes their claims. If the
@@ -341,12 +341,11 @@ func share(partitions, members, i int) int {
 	return n
 }
 
-// reconcile moves the node toward its share: it deletes the claims of
-// partitions released and drained, claims free partitions while under its
-// share, starts to release some while over it and another live node is under
-// its own, and sets the fence of its claims not served yet (after claiming
-// them all: a fence that waits for a lock delays no claim). It returns the
-// errors, to be tried again.
+// reconcile moves the node toward its share. It deletes the claims of
+// partitions released and drained, and claims or releases partitions
+// (rebalance). Then it sets the fence of each claim not served yet: after
+// the claims, so that a fence that waits for a lock delays none. It returns
+// the errors, to be tried again.
 func (c *claims) reconcile(ctx context.Context, s *session) error {
 	for p, o := range s.owners { // a claim of its lease it does not know, as a txn whose answer was lost
 		if _, ok := s.mine[p]; !ok && o.node == c.cfg.Name && o.lease == int64(s.lease) {

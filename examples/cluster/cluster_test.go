@@ -39,23 +39,24 @@ const (
 )
 
 // TestCluster runs three node processes against the real etcd and
-// PostgreSQL that CI starts (FERRY_ETCD, FERRY_PG_DSN), under load from
-// clients that post numbered events of a few hundred tenants to random nodes
-// and post again what was not acknowledged. Midway one node is killed with
-// SIGKILL; another gets SIGTERM and is started again; a third is paused with
-// SIGSTOP until the others have claimed its partitions and set their fences,
-// and continued while it still holds batches under its old claims. Then it
-// checks the tables: every acknowledged event stored exactly once, under the
-// number its 201 gave, each tenant's in the order they were acknowledged; no
-// write committed under a claim that a newer one had fenced out, each under a
-// claim etcd gave its node; the partitions owned again within twice the
-// lease's TTL; the paused node's old batches refused by the fence; and the
-// node stopped by SIGTERM failing no request as it stops, its partitions
-// claimed again as soon as it exits (it drains, then revokes its lease).
+// PostgreSQL that CI starts (FERRY_ETCD, FERRY_PG_DSN). Clients post
+// numbered events of a few hundred tenants to random nodes, and post again
+// what was not acknowledged. Midway one node is killed with SIGKILL, and
+// another gets SIGTERM; both are started again. A third is paused with
+// SIGSTOP while it holds a batch, until the others have claimed its
+// partitions and set their fences, then continued.
+//
+// Then it checks the tables. Every acknowledged event is stored exactly
+// once, under the number its 201 gave, each tenant's in the order they were
+// acknowledged. No write committed under a claim that a newer one had fenced
+// out, and each under a claim etcd gave its node. The partitions were owned
+// again within twice the lease's TTL, and the fence refused the paused
+// node's old batches. The node stopped by SIGTERM failed no request as it
+// stopped, and its partitions were claimed again as soon as it exited.
 //
 // Its subtest unfenced builds the nodes without the fence check (the tag
-// cluster_unfenced) and pauses one: the old batches must then commit, and the
-// check see them, so that the test's "none" is not vacuous.
+// cluster_unfenced) and pauses one: the old batch must then commit, and the
+// check see it, so that the test's "none" is not vacuous.
 func TestCluster(t *testing.T) {
 	e := clusterEnv(t)
 	bin := buildNode(t, "")
@@ -296,8 +297,8 @@ func (r *rig) run(f faults) result {
 	if f.pause {
 		// Paused while it holds a batch under its claim (see hold), and
 		// continued once the others have claimed its partitions and set
-		// their fences: it then tries to write that batch, and those of the
-		// requests it had taken, under claims fenced out.
+		// their fences. It then tries to write that batch, and the requests
+		// it had taken, under claims fenced out.
 		unlock := r.hold(l, "n1")
 		t0 := time.Now()
 		r.procs["n1"].signal(syscall.SIGSTOP)
@@ -519,12 +520,11 @@ func (r *rig) waitOwned(live []string) time.Time {
 	return last
 }
 
-// hold makes node name hold a batch under its claim, waiting in
-// PostgreSQL: it picks a tenant of a partition the node serves, posts an
-// event of it (which creates the tenant's row), locks the tenant's row from
-// a transaction of its own, posts three more events of the tenant to the
-// node, and returns once a transaction waits for that lock. unlock ends the
-// lock's transaction.
+// hold makes node name hold a batch under its claim, waiting in PostgreSQL.
+// It picks a tenant of a partition the node serves and posts an event of it,
+// which creates the tenant's row. It locks that row from a transaction of
+// its own, and posts three more events of the tenant to the node. It returns
+// once a transaction waits for the lock; unlock ends the lock's transaction.
 func (r *rig) hold(l *load, name string) (unlock func()) {
 	r.t.Helper()
 	tenant := ""
@@ -869,9 +869,9 @@ func (r *rig) check(l *load) figures {
 			}
 		}
 	}
-	// Within a partition, writes commit one claim after another (a claim's
-	// fence waits for the batches holding the old one), and writes' n
-	// follows: a token lower than an earlier one's is a write committed
+	// Within a partition, writes commit one claim after another, as a
+	// claim's fence waits for the batches holding the old one; writes' n
+	// follows. So a token lower than an earlier one's is a write committed
 	// after a newer claim had fenced its own out.
 	r.w.mu.Lock()
 	claims := maps.Clone(r.w.claims)

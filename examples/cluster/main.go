@@ -1,6 +1,6 @@
 // Command cluster is an ingestion service of several processes, the nodes,
-// that share the tenants through etcd, with one writer per tenant across all
-// of them: each tenant's events go through one node's ferry, in batches, one
+// that share the tenants through etcd. Each tenant has one writer across all
+// of them: its events go through one node's ferry, in batches, one
 // PostgreSQL transaction per batch.
 //
 //	POST /events  {"tenant": "acme", "id": "e1", "payload": {...}}  201 {"seq": n, "node": ..., "token": ...} once committed
@@ -14,14 +14,14 @@
 //
 // A claim's token is its etcd revision, which only grows. The new owner
 // writes it to the partition's fence in PostgreSQL before it serves the
-// partition, and every batch's transaction checks the fence: a node that
-// lost its claim (paused, cut off, its lease expired) and still holds
-// batches cannot commit them after the new owner's claim. Its callers get
-// 503, and the client posts again; an event's (tenant, id) is stored once.
+// partition, and every batch's transaction checks the fence. So a node that
+// lost its claim (paused, cut off, its lease expired) cannot commit the
+// batches it still holds after the new owner's claim. Its callers get 503,
+// and the client posts again; an event's (tenant, id) is stored once.
 //
-// On SIGTERM a node stops taking requests, runs what its ferry holds, and
-// only then revokes its lease: the next owners start after its last batch
-// committed.
+// On SIGTERM a node stops taking requests and runs what its ferry holds.
+// Only then does it revoke its lease: the next owners start after its last
+// batch committed.
 //
 //	go run ./cluster -dsn postgres://... -etcd 127.0.0.1:2379 -addr 127.0.0.1:8081 -name n1
 //	sh cluster/run.sh    # etcd and PostgreSQL on 127.0.0.1, then the test: 3 nodes, kill -9, SIGTERM, SIGSTOP

@@ -1,8 +1,8 @@
 #!/bin/sh
 # run.sh starts a throwaway etcd on 127.0.0.1, its data in a temporary
-# directory, and runs a command in examples/ on a throwaway PostgreSQL
+# directory. It runs a command in examples/ on a throwaway PostgreSQL
 # (ingest/pg.sh), with FERRY_ETCD set to etcd's endpoint beside pg.sh's
-# variables; then it stops both and removes their data:
+# variables. Then it stops both and removes their data:
 #
 #	sh examples/cluster/run.sh          # the cluster test, verbose: 3 nodes, kill -9, SIGTERM, SIGSTOP
 #	sh examples/cluster/run.sh nodes    # 3 nodes on 127.0.0.1:8081-8083, until Ctrl-C

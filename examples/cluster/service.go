@@ -128,9 +128,9 @@ type Service struct {
 
 // Start listens on cfg.Addr, connects to PostgreSQL (creating the tables if
 // missing) and to etcd, and starts claiming the node's share of the
-// partitions in the background: until it serves a partition, requests of its
+// partitions in the background. Until it serves a partition, requests of its
 // tenants are forwarded to their owner, or answered 503. It blocks while it
-// connects to PostgreSQL, not for etcd, and returns an error if cfg is
+// connects to PostgreSQL, not for etcd. It returns an error if cfg is
 // invalid, the address is taken or PostgreSQL fails.
 func Start(ctx context.Context, cfg Config) (*Service, error) {
 	cfg = cfg.withDefaults()
@@ -215,10 +215,10 @@ func (s *Service) Handler() http.Handler {
 const forwardedBy = "Ferry-Forwarded-By"
 
 // handleEvent stores one event and answers 201 once it is committed, if this
-// node serves the tenant's partition; else it forwards the request to the
-// node that does, or answers 503 (no node serves it now: its owner died and
-// its lease has not ended yet, or it is changing hands). A client posts the
-// same event again after any answer but 201 and 400: it is stored once.
+// node serves the tenant's partition. Else it forwards the request to the
+// node that does, or answers 503 if none does now: its owner died and its
+// lease has not ended yet, or it is changing hands. A client posts the same
+// event again after any answer but 201 and 400: it is stored once.
 func (s *Service) handleEvent(w http.ResponseWriter, r *http.Request) {
 	s.count.requests.Add(1)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
@@ -333,9 +333,9 @@ func answer(w http.ResponseWriter, code int, v any) {
 }
 
 // write is the ferry's Call: it stores a tenant's batch in one transaction
-// under the claim its events were taken under (the oldest, if the node lost
-// and claimed the partition again meanwhile), refused by the fence if a
-// newer claim set it.
+// under the claim its events were taken under. That is the oldest, if the
+// node lost and claimed the partition again meanwhile. The fence refuses it
+// if a newer claim set it.
 func (s *Service) write(ctx context.Context, tenant string, evs []event) ([]int64, error) {
 	token := evs[0].token
 	for _, e := range evs[1:] {
@@ -366,12 +366,12 @@ func (s *Service) Stats() Stats {
 	return st
 }
 
-// Shutdown stops the node, as on SIGTERM: it claims no more partitions, stops
-// the HTTP server (no new request; those in flight finish), runs what waits
-// in the ferry (for at most cfg.Drain, then Close), and only then revokes its
-// lease, which releases its partitions at once: their next owner starts
-// after the node's last batch committed. It returns the HTTP server's error
-// if ctx ended first.
+// Shutdown stops the node, as on SIGTERM. It claims no more partitions,
+// stops the HTTP server (no new request; those in flight finish), and runs
+// what waits in the ferry, for cfg.Drain at most. Only then does it revoke
+// its lease, which releases its partitions at once: their next owner starts
+// after the node's last batch committed. It blocks until then, and returns
+// the HTTP server's error if ctx ended first.
 func (s *Service) Shutdown(ctx context.Context) error {
 	var errs []error
 	s.claims.quiet()

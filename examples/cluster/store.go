@@ -17,9 +17,9 @@ import (
 
 // schema is the cluster's tables. parts holds each partition's fence: the
 // token of the newest claim that wrote it. writes logs every committed write
-// with the token it ran under, in commit order within a partition: a claim's
-// fence (tenant NULL) and each batch. tenants and events are as in
-// examples/ingest: an event's (tenant, id) is unique, so an event written
+// with the token it ran under, a claim's fence (tenant NULL) or a batch, in
+// commit order within a partition. tenants and events are as in
+// examples/ingest. An event's (tenant, id) is unique, so an event written
 // twice (a client's retry, a batch tried again) is stored once.
 const schema = `
 CREATE TABLE IF NOT EXISTS parts (
@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS events (
 );`
 
 // fenceSQL is a batch's fence check: it reads the partition's fence and
-// holds it, shared, to the commit, so that a newer claim's fence (an UPDATE)
+// holds it, shared, to the commit. So a newer claim's fence (an UPDATE)
 // waits for the batches that passed the check, and the batches after it see
 // the new token. Batches of one partition under one claim run side by side.
 const fenceSQL = `SELECT token FROM parts WHERE part = $1 FOR SHARE`
@@ -217,9 +217,9 @@ func lookup(ctx context.Context, tx pgx.Tx, tenant string, ids []string, got map
 	return nil
 }
 
-// retry is the ferry's Retry policy: a transient error goes again, up to
+// retry is the ferry's Retry policy. A transient error goes again, up to
 // maxAttempts tries, after a backoff that doubles from 10 ms to at most
-// 500 ms, with jitter; a call that used its whole CallTimeout goes again
+// 500 ms, with jitter. A call that used its whole CallTimeout goes again
 // once only. A fenced write never goes again: its node no longer owns the
 // partition, and its callers are told to post elsewhere.
 func retry(attempt int, err error) (time.Duration, bool) {
@@ -236,11 +236,12 @@ const (
 )
 
 // retryable reports whether err, a call's, is transient, as in
-// examples/ingest: the connection failed (the server restarting, a backend
-// terminated, a session ended idle in its transaction), the server refused
-// for a while (a deadlock, a serialization failure, a lock or statement
-// timeout, too many connections), or the call's CallTimeout ended it. A
-// fenced write is not, nor a statement the server rejected for what it is.
+// examples/ingest. It is if the connection failed (the server restarting, a
+// backend terminated, a session ended idle in its transaction). So it is if
+// the server refused for a while (a deadlock, a serialization failure, a
+// lock or statement timeout, too many connections), or CallTimeout ended the
+// call. A fenced write is not, nor a statement the server rejected for what
+// it is.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	var panicked *ferry.PanicError
