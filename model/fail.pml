@@ -542,8 +542,11 @@ inline forget(f) {
 }
 
 /* loop.close: state.drain, callDoneAll for the Submit drained, after the
- * completions in flight; s.ctx cancelled (closing, read by the batches'
- * calls) and the direct call's cancel (from now on its ctx may end) */
+ * completions in flight, its fin the key's last place (l.order.last), so
+ * that what a failure handled after the close places (OnPause, a held
+ * batch's completions) comes after the drained done; s.ctx cancelled
+ * (closing, read by the batches' calls) and the direct call's cancel (from
+ * now on its ctx may end) */
 inline lclose() {
 	if
 	:: !closing ->
@@ -578,10 +581,13 @@ inline lclose() {
 		fi;
 #endif
 		if
-		:: ps > 0 ->
-			notify++; NEWFIN;                    /* its id orders it only: no place */
-			run notifier(completing, nfin, ps - 1);
-			ps = 0
+		:: ps > 0 ->                             /* its fin the drained key's last place */
+			notify++; NEWFIN; pa = completing;
+#ifndef MUT_CLOSE_NO_PLACE
+			completing = nfin;                   /* MUTATION (left out): no place taken */
+#endif
+			run notifier(pa, nfin, ps - 1);
+			ps = 0; pa = 0
 		:: else -> skip
 		fi
 	:: else -> skip
@@ -1170,12 +1176,13 @@ proctype pauser(byte after, fin, y, m) {
 }
 
 /* callDoneAll at close: the drained Submit's done after every completion in
- * flight (the key's last place, at close); it takes no place, as nothing
- * of the key takes one after close */
-proctype notifier(byte after, id, y) {
+ * flight (the key's last place, at close), then close(fin), the place the
+ * close took as the key's last, and opNotified (nil fin: the loop forgets
+ * no place) */
+proctype notifier(byte after, fin, y) {
 	CLOSEDF(after);
-	atomic { cstart(id); outcome(y) };
-	atomic { incomp = 0; inc!NOTIFIED, 0, 0 }
+	atomic { cstart(fin); outcome(y) };
+	atomic { cend(fin); inc!NOTIFIED, 0, 0 }
 }
 
 /* chainFin, from endClaim: a claim's place given back is over once the
