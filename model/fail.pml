@@ -818,10 +818,10 @@ inline attemptStarts() {
 			if
 			:: sq[y] > m -> m = sq[y]
 			:: else -> skip
-			fi
-		:: else -> skip
+			fi;
+			sq[y] = 0                            /* read only here */
+		:: else -> skip                          /* (y is another input's) */
 		fi;
-		sq[y] = 0;                               /* read only here */
 		i++
 	:: else -> break
 	od;
