@@ -61,7 +61,10 @@
  *              Close, and its worker answers the others; a direct call
  *              that does, or a parked batch whose callers all gave up,
  *              holds the lane with no input (holdDirect); a held batch
- *              with no caller left at Resume makes no call and no failure
+ *              with no caller left at Resume makes no call and no failure;
+ *              a held lane keeps HELDCAP (1) waiting inputs at most, its
+ *              share of the room: a later input of the key is answered
+ *              ErrPaused at once (only 3 callers of key A, CALLERS=7, reach it)
  *   ONPAUSE=1  Config.OnPause (batched calls); with HOLD, OnPause comes
  *              after the failed batch's completions so far, before the
  *              held inputs' own
@@ -99,12 +102,14 @@
  * end state); a key is paused, or held, only by a call that failed since
  * it last resumed (fsr); the loop gives a worker a batch only once the
  * worker has stopped reading its buffer; a paused key admits nothing and holds
- * no waiting input, unless it holds (HOLD), and then nobody is answered
- * ErrPaused; a caller whose Do failed for good (or was answered ErrPaused)
- * finds the key paused at its next Do, unless a Resume came in between or
- * the ferry closed; with HOUR, a park's deadline comes after key B's call
- * (a park holds no worker) and never after Close (Close ends parks); every
- * input has exactly one outcome; a loop reply never blocks; at the end
+ * no waiting input, unless it holds (HOLD), and then its lane keeps its
+ * share of the room at most, and only an input past that share is answered
+ * ErrPaused; ErrPaused comes only from a paused key; a caller whose Do
+ * failed for good (or was answered ErrPaused) finds the key paused at its
+ * next Do, unless a Resume came in between or the ferry closed; with HOUR,
+ * a park's deadline comes after key B's call (a park holds no worker) and
+ * never after Close (Close ends parks); every input has exactly one
+ * outcome; a loop reply never blocks; at the end
  * nothing is held, parked, waiting or in flight, every worker is idle and
  * every completion has run.
  * live: every caller returns and every input has its outcome.
@@ -161,6 +166,7 @@
 #define CANCELS(c) ((CANCEL >> (c)) & 1)
 
 #define NC    3          /* callers */
+#define HELDCAP 1        /* a held lane's share of the room: heldShare's one input at least */
 #define NI    4          /* inputs: caller c's first is c; caller 0's second is 3 */
 #ifndef NW
 #define NW    2          /* workers: MaxInFlightBatches (1 or 2) */
@@ -291,8 +297,9 @@ inline outcome(y) {
 /* a loop reply on w.c: never blocks */
 inline word(y, v) {
 	assert(len(rep[y]) == 0);
+	assert(v != PAUSED || paused);               /* ErrPaused only while the key is paused */
 #if HOLD
-	assert(v != PAUSED);                         /* HoldPaused: nobody is answered ErrPaused */
+	assert(v != PAUSED || pk == 3 && ln >= HELDCAP);  /* HoldPaused: only past a held lane's share */
 #endif
 	rep[y]!v
 }
@@ -318,6 +325,7 @@ inline callStarts() {
 /* state.enter: the input joins the key's lane */
 inline enter(y) {
 	assert((!paused || HOLD) && !closing);       /* a paused key admits nothing, unless it holds */
+	assert(!HOLD || pk != 3 || ln < HELDCAP);    /* a held lane keeps its share of the room at most */
 	it[ln] = y + 1; ln++; lex = 1;
 	nsq++; sq[y] = nsq
 }
@@ -329,6 +337,18 @@ inline enter(y) {
 #define ISPAUSED paused                          /* MUTATION: a held key refuses */
 #else
 #define ISPAUSED (paused && !HOLD)               /* a held key admits */
+#endif
+
+/* state.overHeld: a held lane (pk 3: lane.held, until Resume or Close)
+ * keeps at most its share of the room, HELDCAP waiting inputs (heldShare:
+ * max(1, MaxQueued/8), 1 in a small room); an input past it is answered
+ * ErrPaused at once. Only 3 callers of key A reach it (CALLERS=7). */
+#if defined(MUT_HELD_NO_SHARE)
+#define OVERHELD 0                               /* MUTATION: no share */
+#elif defined(MUT_SHARE_AFTER_RESUME)
+#define OVERHELD (HOLD && pk >= 3 && ln >= HELDCAP)  /* MUTATION: lane.held kept past unpark */
+#else
+#define OVERHELD (HOLD && pk == 3 && ln >= HELDCAP)
 #endif
 
 /* handle(opAdmit): admit, admitSubmit */
@@ -349,7 +369,8 @@ inline admit() {
 	if
 	:: closing -> word(x, CLOSED); outcome(x)     /* refused: ErrClosed */
 	:: !closing && ISPAUSED -> word(x, PAUSED); outcome(x)
-	:: !closing && !ISPAUSED && DIRECT && !isSub(x) && !lex ->   /* claim */
+	:: !closing && !ISPAUSED && OVERHELD -> word(x, PAUSED); outcome(x)  /* past the held lane's share */
+	:: !closing && !ISPAUSED && !OVERHELD && DIRECT && !isSub(x) && !lex ->   /* claim */
 		lex = 1; lbusy = 1; holders++; assert(holders <= 1);
 		assert(!paused);
 		nsq++; sq[x] = nsq;
@@ -359,7 +380,7 @@ inline admit() {
 		:: else -> skip
 		fi;
 		word(x, CLAIMED)
-	:: !closing && !ISPAUSED && !(DIRECT && !isSub(x) && !lex) ->  /* join */
+	:: !closing && !ISPAUSED && !OVERHELD && !(DIRECT && !isSub(x) && !lex) ->  /* join */
 		enter(x);
 		if
 		:: isSub(x) -> word(x, ADMITTED)
