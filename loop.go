@@ -376,7 +376,7 @@ func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	if m.worker != byCaller {
 		if fl := l.slots.workers[m.worker].fl; fl.cancel != nil {
 			fl.cancel(nil) // the call is over: free its context
-			fl.cancel = nil
+			fl.tag, fl.live, fl.cancel = 0, 0, nil
 		}
 	} else {
 		l.endDirect(m)
