@@ -136,9 +136,9 @@ func newLoader(t *testing.T, b *backend, cfg Config) *Loader[int, string] {
 // a delay, so no direct calls.
 var delayed = Config{MaxBatchDelay: time.Millisecond}
 
-// Loads of one instant go in one batch, and each gets its value. Mutation:
-// call answering outs in the order of ids rather than by the map (outs[i] =
-// m[ids[i]]) fails the values.
+// Loads of one instant go in one batch after the delay, and each gets its
+// value. Mutation: New not passing MaxBatchDelay on (direct calls then)
+// fails it.
 func TestLoadBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBackend(false)
@@ -326,7 +326,7 @@ func TestDirectThenBatch(t *testing.T) {
 }
 
 // LoadMany answers in order, fetches equal ids once, and fails per id in a
-// ferry.Errors. Mutation: perID returning err bare fails the ErrorAs.
+// ferry.Errors.
 func TestLoadMany(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBackend(false)
@@ -357,7 +357,8 @@ func TestLoadMany(t *testing.T) {
 
 // LoadMany is one admission: ids that the room cannot hold all are
 // refused all, each with ErrRejected, and nothing is fetched; the error of
-// a failed fetch is an Errors too.
+// a failed fetch is an Errors too. Mutation: perID returning err bare
+// fails the ErrorAs.
 func TestLoadManyOneAdmission(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBackend(false)
@@ -411,6 +412,7 @@ func TestCtxEndsAndClose(t *testing.T) {
 		queued := load(context.Background(), l, 4)
 		synctest.Wait()
 		require.NoError(t, l.Close())
+		synctest.Wait() // the Loads' goroutines send what they got
 		assert.ErrorIs(t, now(t, held).err, ferry.ErrClosed)
 		assert.ErrorIs(t, now(t, queued).err, ferry.ErrClosed)
 		_, err := l.Load(context.Background(), 5)

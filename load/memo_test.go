@@ -13,8 +13,8 @@ import (
 )
 
 // With a memo an id loaded is not fetched again within the request, found
-// or not found; another request fetches it. Mutation: loadMemo calling Do
-// without the claim fails the count of fetches.
+// or not found; another request fetches it. Mutation: Load skipping the
+// memo fails the count of fetches.
 func TestMemoHits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBackend(false)
@@ -48,6 +48,7 @@ func TestMemoHits(t *testing.T) {
 // Loads of one request share an id that is loading: they wait for its
 // fetch and make none. Without a memo the later Loads make a second fetch
 // (MaxCallsPerKey 1: they wait in the lane while the first runs).
+// Mutation: claim making a new entry for every id fails the memo case.
 func TestMemoSharesInFlight(t *testing.T) {
 	for _, memo := range []bool{true, false} {
 		t.Run(map[bool]string{true: "memo", false: "none"}[memo], func(t *testing.T) {
