@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -18,13 +19,18 @@ import (
 type Options struct {
 	Mode Mode
 	// Load configures the ferry mode's loaders: the load package's
-	// defaults when zero.
+	// defaults when zero, but MaxQueued, RoomIDs when zero.
 	Load load.Config
 	// SlowID, if not 0, is a user id whose read sleeps SlowFor in
 	// PostgreSQL (pg_sleep), with the other ids of its statement.
 	SlowID  int
 	SlowFor time.Duration
 }
+
+// RoomIDs is the ferry mode's MaxQueued, in ids, unless Options.Load sets
+// it: 256 clients of the posts query (550 loads each) hold up to 140,800
+// ids at once, past the load package's default of 65,536.
+const RoomIDs = 1 << 18
 
 // Server serves POST /query in its mode, and GET /stats.
 type Server struct {
@@ -43,7 +49,9 @@ func New(pool *pgxpool.Pool, tr *Tracer, o Options) (*Server, error) {
 	r := &Resolver{db: db}
 	switch o.Mode {
 	case Ferry:
-		fl, err := newFerryLoaders(db, o.Load)
+		cfg := o.Load
+		cfg.MaxQueued = cmp.Or(cfg.MaxQueued, RoomIDs)
+		fl, err := newFerryLoaders(db, cfg)
 		if err != nil {
 			return nil, err
 		}
