@@ -250,7 +250,8 @@ func (l *Loader[ID, V]) Close() error {
 }
 
 // Stats returns a snapshot of the ferry under the Loader (ferry.Ferry.Stats):
-// Queued counts ids, Batches and DirectCalls the fetches.
+// Queued counts ids, Batches and DirectCalls the fetches. It blocks only for
+// the ferry's loops' turns.
 func (l *Loader[ID, V]) Stats() ferry.Stats {
 	return l.f.Stats()
 }

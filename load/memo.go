@@ -46,7 +46,7 @@ type entry[V any] struct {
 // later Load fetches again. A Load whose ctx ends before its answer leaves
 // the id to those still waiting, who load it again. The memo hides any
 // memo ctx had, and its entries are per Loader and scope. It holds every
-// value the request loaded until ctx is no longer used.
+// value the request loaded until ctx is no longer used. It blocks on nothing.
 func WithMemo(ctx context.Context) context.Context {
 	m := &memo{tables: make(chan map[any]any, 1)}
 	m.tables <- map[any]any{}
