@@ -12,8 +12,8 @@ import (
 // leaves out (see takeParked). The callers' side is do.go's and many.go's
 // abandon (a DoMany's drop is in parts.go).
 
-// inFlight is the ticket of an input in batch n, taken by worker id, with
-// CancelAbandoned: once taken an input's ticket is the loop's, and this one
+// inFlight is the ticket of an input of the batch tagged n (see loop.tags),
+// taken by worker id, with CancelAbandoned: once taken an input's ticket is the loop's, and this one
 // names no waiting input, as seqs never reach 1<<63.
 func inFlight(id int, n uint64) ticket { return ticket{rank: int64(id), seq: 1<<63 | n} }
 
@@ -42,9 +42,10 @@ func (l *loop[K, I, O]) gaveUp(w *waiter[K, I, O], now time.Duration) {
 func (l *loop[K, I, O]) watch(id int, wk *worker[K, I, O], batch []*waiter[K, I, O]) context.Context {
 	var ctx context.Context
 	ctx, wk.cancel = context.WithCancelCause(l.s.ctx) // the ferry's: no user code
-	wk.tag, wk.live = inFlight(id, l.tally.Batches).seq, len(batch)
+	l.tags++
+	wk.tag, wk.live = inFlight(id, l.tags).seq, len(batch)
 	for _, w := range batch {
-		w.tk = inFlight(id, l.tally.Batches)
+		w.tk = inFlight(id, l.tags)
 	}
 	return ctx
 }

@@ -210,7 +210,7 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 // with w follows once OnBatch has returned.
 func releaseDirect[K comparable, I, O any](s *shard[K, I, O], key K, cancel context.CancelCauseFunc, w *waiter[K, I, O], fail error) {
 	cancel(nil)
-	s.send(msg[K, I, O]{op: opRelease, key: key, worker: byCaller, w: w, fail: fail})
+	s.send(failed(s.f, msg[K, I, O]{op: opRelease, key: key, worker: byCaller, w: w, fail: fail}))
 }
 
 // pkgPrefix is the prefix of the names of this package's functions, as
@@ -257,6 +257,15 @@ func inUserCode(calls bool) bool {
 			return false
 		}
 	}
+}
+
+// failed stamps m, a release or a park, with the failure's place among the
+// ferry's (see counter) if it failed for good (m.fail set), and returns it.
+func failed[K comparable, I, O any](f *Ferry[K, I, O], m msg[K, I, O]) msg[K, I, O] {
+	if m.fail != nil {
+		m.order = f.pauses.next()
+	}
+	return m
 }
 
 // failedForGood is, with PauseOnError, the failure that pauses the key of a

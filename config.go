@@ -104,20 +104,25 @@ type Config[K comparable, I any] struct {
 	// HoldPaused makes a pause (PauseOnError) hold the key's inputs rather
 	// than refuse them: a batch that fails for good keeps its failed inputs
 	// whose callers still wait, and the key's lane its waiting inputs, in
-	// order, parked (holding no worker) until Resume(key), and later inputs
-	// are admitted within the room as usual (with WaitForRoom, they wait for
-	// room). No input is answered ErrPaused. At Resume the failed inputs are
-	// called first (the next Batch.Attempt, Retry as before), then the rest
-	// in order; a new failure holds again. The failed batch's other inputs,
-	// which succeeded, are answered with it. A Do still returns when its ctx
-	// ends (ctx's error: its input, taken, is not retried; one still in the
-	// lane is dropped, matching ErrDropped); a Submit's done runs once its
-	// input's call answers. Flush waits for held inputs as for any other:
-	// until Resume. Close, and Shutdown, answer a held key's inputs
-	// ErrClosed, the failed ones with their failure too. A direct call that
-	// fails for good answers its caller and holds the key's lane from then
-	// on. Paused lists held keys and OnPause is told of them. New rejects it
-	// without PauseOnError. false: a pause refuses the key's inputs.
+	// order, parked (holding no worker) until Resume(key). Its other inputs,
+	// which succeeded, are answered at once, with the reports of its
+	// attempts so far (the last with Batch.Retried false), before OnPause.
+	// Later inputs are admitted while the lane keeps at most an eighth of
+	// the room (MaxQueued/8 inputs, one at least, and MaxQueuedWeight/8 of
+	// weight); beyond that they get ErrPaused at once, with WaitForRoom
+	// too, so a long outage of one key never fills the room. At Resume the
+	// failed inputs are called first (the next Batch.Attempt, Retry as
+	// before), then the rest in order; a new failure holds again. A Do
+	// still returns when its ctx ends (ctx's error: its input, taken, is
+	// not retried; one still in the lane is dropped, matching ErrDropped);
+	// if no failed input has a caller left at Resume, none is called and
+	// the key simply resumes. A Submit's done runs once its input's call
+	// answers. Flush waits for held inputs as for any other: until Resume.
+	// Close, and Shutdown, answer a held key's inputs ErrClosed, the failed
+	// ones with their failure too. A direct call that fails for good
+	// answers its caller and holds the key's lane from then on. Paused
+	// lists held keys and OnPause is told of them. New rejects it without
+	// PauseOnError. false: a pause refuses the key's inputs.
 	HoldPaused bool
 
 	// WaitForRoom makes an admission that the room cannot hold now wait
@@ -217,11 +222,13 @@ type Batch[K comparable] struct {
 	Err    error         // the call's error: nil, an Errors, or any other error
 	Direct bool          // a direct call, made by its caller
 	// Attempt is the call's attempt for its inputs: 1 for the first, more for
-	// a retry (see Config.Retry). OnBatch is told of every attempt, in order,
-	// once the last is over.
+	// a retry (see Config.Retry) or a held batch resumed (Config.HoldPaused).
+	// OnBatch is told of every attempt, in order, once the last is over, or
+	// as the batch is held: the attempts after a Resume are told on their own.
 	Attempt int
 	// Retried says that Retry had this attempt's failed inputs called again:
-	// its Err is not the call's last word. The last attempt's is false.
+	// its Err is not the call's last word. The last attempt's is false, and
+	// so is that of an attempt whose failure held its key (HoldPaused).
 	Retried bool
 }
 
@@ -260,7 +267,8 @@ type Stats struct {
 	// (recovered and dropped).
 	OnPausePanics uint64
 	// Parked is the number of keys whose failed batch waits out a backoff
-	// now (Config.Retry), or is held until Resume (Config.HoldPaused),
+	// now (Config.Retry), or is held until Resume (Config.HoldPaused, a
+	// direct call's failure too, which holds the key's lane with no input),
 	// holding the key and no worker (or due, and not yet taken up again).
 	// Its inputs are in neither Queued nor Busy.
 	Parked int

@@ -40,6 +40,7 @@ type Ferry[K comparable, I, O any] struct {
 	pauseOnError    bool
 	onPause         func(K, error) // Config.OnPause
 	hold            bool           // Config.HoldPaused
+	pauses          counter        // with PauseOnError: the failures that pause keys, in order
 	waitForRoom     bool
 	keep            bool // Config.KeepContexts: see callers.go
 
@@ -92,6 +93,10 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		seed: maphash.MakeSeed(),
 	}
 	f.pools.init()
+	if cfg.PauseOnError {
+		f.pauses = make(counter, 1)
+		f.pauses <- 0
+	}
 	base := context.WithValue(context.Background(), callKey{}, f)
 	f.origin = time.Now()
 	if n > 1 { // the shards share the room and the workers' slots
@@ -428,34 +433,36 @@ func (f *Ferry[K, I, O]) Stats() Stats {
 // Resume lets key's inputs in again after Config.PauseOnError paused it: an
 // input of key given to Do, Submit or DoMany after Resume returns is admitted
 // as usual (from the same goroutine, or one that saw Resume return). It also
-// ends key's backoff (Config.Retry) if its batch is parked: the batch is
-// retried as soon as a worker is free; so too a held key's failed batch
-// (Config.HoldPaused), before the inputs held behind it. It is a no-op if key is neither
-// paused nor parked, or the ferry closed. It blocks only to hand
+// ends key's batch backoff (Config.Retry) if its batch is parked: the batch
+// is retried as soon as a worker is free; so too a held key's failed batch
+// (Config.HoldPaused), before the inputs held behind it. A direct call's
+// backoff runs on its caller and Resume does not end it. It is a no-op if key
+// is neither paused nor parked, or the ferry closed. It blocks only to hand
 // the word to the key's shard (never for a call or any user code, so it may
 // be called holding a lock of yours), and may be called from user code (a
-// Call, a done, an OnBatch, an OnPause).
+// Call, a done, an OnBatch, an OnPause, a Retry).
 func (f *Ferry[K, I, O]) Resume(key K) {
 	f.shardOf(key).send(msg[K, I, O]{op: opResume, key: key})
 }
 
 // Paused returns the keys paused now (Config.PauseOnError), in the order
 // they paused, nil if none: a key resumed and paused again counts from its
-// last pause. Over several shards each loop stamps a pause with the ferry's
-// clock as it pauses the key, and Paused merges their lists by it, a tie
-// going to the lower shard. It blocks only for the loops' turns (never for
-// a call or user code), and may be called from user code (OnPause, say).
-// After Close it returns the keys paused as the ferry ended.
+// last pause. The order is that of their failures as their callers saw
+// them, over every shard: a key whose failed call answered its callers
+// before another key's call started comes first. It blocks only for the
+// loops' turns (never for a call or user code), and may be called from
+// user code (OnPause, say). After Close it returns the keys paused as the
+// ferry ended.
 func (f *Ferry[K, I, O]) Paused() []K {
 	var all []pausedKey[K]
-	for _, s := range f.shards { // in shard order: the stable sort keeps ties so
+	for _, s := range f.shards {
 		all = append(all, s.pausedKeys()...)
 	}
 	if len(all) == 0 {
 		return nil
 	}
 	if len(f.shards) > 1 {
-		slices.SortStableFunc(all, func(a, b pausedKey[K]) int { return cmp.Compare(a.at, b.at) })
+		slices.SortFunc(all, func(a, b pausedKey[K]) int { return cmp.Compare(a.order, b.order) })
 	}
 	keys := make([]K, len(all))
 	for i, pk := range all {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,6 +58,8 @@ type ferryRun struct {
 	// With PauseOnError: OnPause's calls, and whether it resumes the key.
 	onPauses      int
 	resumeOnPause bool
+	resumed       map[any]bool   // keys resumed in this step: see checkPaused
+	callsOf       map[string]int // by key, calls made
 
 	called map[int]bool             // inputs that reached a call
 	many   map[int]bool             // inputs of a DoMany
@@ -151,6 +154,7 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	}
 	direct := ctx.Value(callKey{}) == nil // a batched call's context holds its ferry
 	r.made[made{key, len(ins), w, direct}]++
+	r.callsOf[key]++
 	r.checkCallers(ctx, ins, direct)
 	if !direct {
 		if r.flying++; r.flying > r.cfg.MaxInFlightBatches {
@@ -327,6 +331,9 @@ func (r *ferryRun) onPause(k any, err error) {
 		r.fail("OnPause for %v told %v", k, err)
 	}
 	resume := r.resumeOnPause && r.onPauses <= 4
+	if resume {
+		r.resumed[k] = true
+	}
 	r.mu.Unlock()
 	if resume {
 		r.f.Resume(k)
@@ -586,7 +593,8 @@ func runFerry(t *testing.T, data []byte) {
 	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{}, ok: map[int]bool{},
 		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}, closeErr: make(chan error, 1), returned: map[int]bool{},
 		tries: map[int]int{}, failed: map[string][]int{}, retrying: map[string][]int{},
-		called: map[int]bool{}, last: map[string]map[int64]int{}, many: map[int]bool{}, back: map[int]bool{}}
+		called: map[int]bool{}, last: map[string]map[int64]int{}, many: map[int]bool{}, back: map[int]bool{},
+		resumed: map[any]bool{}, callsOf: map[string]int{}}
 	if opts&128 != 0 { // a Retry policy: attempts, backoff (0, 1ms, huge or MaxInt64: parked till Resume or Close), a panic, calls that fail
 		p := b.next()
 		r.retryN, r.failN = 1+p%4, p/4%4
@@ -613,9 +621,10 @@ func runFerry(t *testing.T, data []byte) {
 	var callers []*fuzzCaller
 	var flushes []flushing
 	closeDone := make(chan error, 1)
-	stopping := false         // a step called Close or Shutdown, which tells closeDone
-	userClosed := false       // a done or OnBatch called Close
-	var gates []chan struct{} // of the Submits whose done blocks, not yet released
+	stopping := false            // a step called Close or Shutdown, which tells closeDone
+	userClosed := false          // a done or OnBatch called Close
+	var gates []chan struct{}    // of the Submits whose done blocks, not yet released
+	pausedSince := map[any]int{} // by key paused, the step it was first listed in: see checkPaused
 	// input draws one input, its call's mode and its caller's context.
 	input := func(how int, bad bool) (*fuzzCaller, context.Context) {
 		id := len(callers)
@@ -751,7 +760,13 @@ func runFerry(t *testing.T, data []byte) {
 				}
 				r.mu.Unlock()
 			case x%8 == 3: // Resume a key, paused or not
-				f.Resume(string(rune('a' + b.next()%3)))
+				k := string(rune('a' + b.next()%3))
+				r.mu.Lock()
+				r.resumed[k] = true
+				r.mu.Unlock()
+				f.Resume(k)
+			case x%8 == 5 && cfg.PauseOnError: // every caller of a key's failed batch gives up, then Resume
+				resumeGone(t, r, callers, string(rune('a'+b.next()%3)), stopping)
 			}
 		case 7: // Stats goes through the loop too
 			s := f.Stats()
@@ -792,8 +807,12 @@ func runFerry(t *testing.T, data []byte) {
 		if cfg.WaitForRoom {
 			checkLetIn(t, r, callers, step)
 		}
+		closed := r.closed
 		r.mu.Unlock()
 		flushes = checkFlushes(t, r, flushes, callers)
+		if cfg.PauseOnError && !closed {
+			checkPaused(t, r, pausedSince, step)
+		}
 	}
 	for _, g := range gates { // Close waits for every done
 		close(g)
@@ -857,6 +876,70 @@ func runFerry(t *testing.T, data []byte) {
 	}
 	if len(r.bad) > 0 {
 		t.Fatal(r.bad)
+	}
+}
+
+// resumeGone cancels every caller of the inputs of key's last failed call,
+// then resumes key: with HoldPaused, a held batch whose callers all gave up
+// (issue 45). A key that was paused must not be paused again by it, unless a
+// call of the key was made since (a new failure may hold again).
+func resumeGone(t *testing.T, r *ferryRun, callers []*fuzzCaller, key string, stopping bool) {
+	r.mu.Lock()
+	for _, id := range r.failed[key] {
+		r.cancelled[r.owner[id]] = true
+		callers[id].cancel()
+	}
+	r.mu.Unlock()
+	synctest.Wait()
+	was := slices.Contains(r.f.Paused(), any(key))
+	r.mu.Lock()
+	calls, closed := r.callsOf[key], r.closed
+	r.resumed[key] = true
+	r.mu.Unlock()
+	r.f.Resume(key)
+	synctest.Wait()
+	again := slices.Contains(r.f.Paused(), any(key))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if was && again && r.callsOf[key] == calls && !closed && !r.closed && !stopping {
+		t.Fatalf("key %s paused again at Resume with no call made since", key)
+	}
+}
+
+// checkPaused checks, as step ends, that Paused lists keys in the order
+// they paused: one first listed in an earlier step (its failure answered
+// by then) before one first listed in a later step. A key resumed in the
+// step (by a step, or OnPause's probe) counts anew. pausedSince holds, by
+// key, the step it was first listed in.
+func checkPaused(t *testing.T, r *ferryRun, pausedSince map[any]int, step int) {
+	ps := r.f.Paused()
+	r.mu.Lock()
+	for k := range r.resumed {
+		delete(pausedSince, k)
+	}
+	clear(r.resumed)
+	r.mu.Unlock()
+	listed := map[any]bool{}
+	last := -1
+	for _, k := range ps {
+		if listed[k] {
+			t.Fatalf("Paused lists %v twice: %v", k, ps)
+		}
+		listed[k] = true
+		at, ok := pausedSince[k]
+		if !ok {
+			at = step
+			pausedSince[k] = at
+		}
+		if at < last {
+			t.Fatalf("Paused %v: %v, paused in step %d, after a key paused in step %d", ps, k, at, last)
+		}
+		last = at
+	}
+	for k := range pausedSince {
+		if !listed[k] {
+			delete(pausedSince, k)
+		}
 	}
 }
 
@@ -929,8 +1012,8 @@ func checkAnswer(t *testing.T, c *fuzzCaller, exited map[int]bool, cfg Config[an
 		}
 	case errors.Is(err, ErrRejected) && cfg.WaitForRoom && !c.never:
 		t.Fatalf("input %d: %v, with WaitForRoom, though a room could hold it", c.x.ID, err)
-	case errors.Is(err, ErrPaused) && (!cfg.PauseOnError || cfg.HoldPaused):
-		t.Fatalf("input %d: %v without PauseOnError, or with HoldPaused", c.x.ID, err)
+	case errors.Is(err, ErrPaused) && !cfg.PauseOnError:
+		t.Fatalf("input %d: %v without PauseOnError", c.x.ID, err)
 	case errors.Is(err, ErrPaused) && !errors.Is(err, errFuzzCall) && !errors.As(err, &p) && !errors.Is(err, errGoexit) &&
 		!errors.Is(err, ErrCallTimeout):
 		t.Fatalf("input %d: %v, not the failure that paused its key", c.x.ID, err)

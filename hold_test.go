@@ -136,26 +136,32 @@ func TestHoldPausedOrder(t *testing.T) {
 
 // A held key's inputs take room as waiting inputs do (the held batch's,
 // taken, take none): a full room rejects, or with WaitForRoom makes later
-// inputs wait, of the held key and of others, until the Resume frees it.
-// Mutations: share or letIn treating a held key as refusing (its input
-// answered ErrPaused, or borrowing no room, over two shards); the held
-// batch counted in the room (the second input rejected).
+// inputs wait, until the Resume frees it. (A held lane keeps at most its
+// share, 16/8 here: see TestHeldKeyKeepsABoundedRoom.) Mutations: share or
+// letIn treating a held key as refusing (its input answered ErrPaused, or
+// borrowing no room, over two shards); the held batch counted in the room
+// (the third input rejected).
 func TestHoldPausedRoom(t *testing.T) {
 	for _, wait := range []bool{false, true} {
 		for _, shards := range []int{1, 2} {
 			t.Run(map[bool]string{false: "reject", true: "wait"}[wait]+map[int]string{1: "", 2: " over shards"}[shards], func(t *testing.T) {
 				bubble(t, func(t *testing.T) {
 					o := newOutage("a")
-					f := holdFerry(t, o, Config[string, in]{MaxQueued: 2, WaitForRoom: wait, Shards: shards, MaxInFlightBatches: 2})
+					f := holdFerry(t, o, Config[string, in]{MaxQueued: 16, WaitForRoom: wait, Shards: shards,
+						MaxInFlightBatches: 2, MaxBatchDelay: time.Hour})
 					defer f.Close()
 					ctx := context.Background()
 					first := do(f, ctx, in{Key: "a", ID: 1})
-					advance(time.Second) // held
+					advance(time.Hour + time.Second) // called at 1h, held at 1h+1s
 					a2 := do(f, ctx, in{Key: "a", ID: 2})
 					a3 := do(f, ctx, in{Key: "a", ID: 3})
+					var bs []chan answer // b waits for its deadline, an hour away
+					for i := range 14 {
+						bs = append(bs, do(f, ctx, in{Key: "b", ID: 100 + i}))
+					}
 					synctest.Wait()
-					assert.Equal(t, 2, f.Stats().Queued)
-					full := do(f, ctx, in{Key: "b", ID: 4})
+					assert.Equal(t, 16, f.Stats().Queued)
+					full := do(f, ctx, in{Key: "c", ID: 4})
 					synctest.Wait()
 					if !wait {
 						assert.ErrorIs(t, got(t, full).err, ErrRejected)
@@ -168,12 +174,17 @@ func TestHoldPausedRoom(t *testing.T) {
 					pending(t, a3)
 					o.set("a", false)
 					f.Resume("a")
-					advance(3 * time.Second)
+					advance(2 * time.Second)
 					assert.Equal(t, answer{10, nil}, got(t, first))
+					pending(t, a2) // behind the held batch: at its deadline, 2h+
+					advance(3 * time.Hour)
 					assert.Equal(t, answer{20, nil}, got(t, a2))
 					assert.Equal(t, answer{30, nil}, got(t, a3))
 					if wait {
-						assert.Equal(t, answer{40, nil}, got(t, full))
+						assert.Equal(t, answer{40, nil}, got(t, full), "let in once a2 and a3 went")
+					}
+					for _, d := range bs {
+						assert.NoError(t, got(t, d).err)
 					}
 				})
 			})

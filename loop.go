@@ -53,6 +53,7 @@ type loop[K comparable, I, O any] struct {
 
 	rounds rounds // the Flushes: see rounds.go
 	claims uint64 // direct calls claimed
+	tags   uint64 // batches tagged, with CancelAbandoned: see inFlight
 	notify int    // goroutines calling Submits' done that the loop waits for
 	chains int    // goroutines closing an unused claim's fin that the loop waits for: see endClaim
 
@@ -303,6 +304,8 @@ func (l *loop[K, I, O]) letIn(w *waiter[K, I, O], now time.Duration) bool {
 		}
 	case claimed:
 		l.claim(w)
+	case overHeld:
+		w.c <- result[O]{err: l.paused.err(w.key)}
 	case rejectedFull:
 		if l.f.waitForRoom {
 			return false
@@ -337,9 +340,9 @@ func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	}
 	switch { // after endDirect, which may give the key's completions back
 	case held:
-		l.holdDirect(m.key, m.fail)
+		l.holdDirect(m.key, m.fail, m.order)
 	case m.fail != nil && !l.f.hold: // with HoldPaused nothing holds once shutting down
-		l.pause(m.key, m.fail)
+		l.pause(m.key, m.fail, m.order)
 	}
 }
 

@@ -53,6 +53,7 @@ type msg[K comparable, I, O any] struct {
 	part     int32            // opAdmitMany, opHold, opUnhold, opDropMany, opBorrowWait, opLeave: the part of m.g
 	key      K                // opRelease, opResume, opPark
 	fail     error            // opRelease, with PauseOnError: the call failed for good with it, which pauses m.key
+	order    uint64           // opRelease, opPark with fail: the failure's place among the ferry's, by its stamp (see counter)
 	fin      chan struct{}    // opNotified from a paused key's notifier: the completions it ran, over
 	w        *waiter[K, I, O] // opAdmit, opDrop: the input; opRelease byCaller, opReported: the direct call's input, set on the release if an opReported is to come
 	g        *group[K, I, O]  // the DoMany of a part's message (opAdmitMany, opHold, opUnhold, opDropMany, opBorrowWait, opLeave)
@@ -139,3 +140,17 @@ func (c countdown) take() int { return <-c.left }
 
 // put puts back the count the caller took.
 func (c countdown) put(n int) { c.left <- n }
+
+// counter is a count in a channel of one, taken and put back at once, never
+// held across a block: with PauseOnError, the ferry's failures that pause a
+// key, stamped where the failure is decided, before its callers hear of it,
+// so that Paused lists keys in the order their callers saw them fail, over
+// every shard. Its one method runs on workers and direct calls' callers.
+type counter chan uint64
+
+// next counts one more and returns the count.
+func (c counter) next() uint64 {
+	n := <-c + 1
+	c <- n
+	return n
+}

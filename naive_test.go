@@ -168,6 +168,16 @@ func (m *model) join(key string, weight, rank int64, at, now time.Duration, e in
 	if weight > orMax(m.lim.queuedWeight) {
 		return rejectedHeavy
 	}
+	if l := m.lane(key); l != nil && l.parked && l.ever {
+		var ws []int64
+		for _, it := range l.items {
+			ws = append(ws, it.weight)
+		}
+		capN, capW := max(1, m.lim.queued/heldShare), max(1, orMax(m.lim.queuedWeight)/heldShare)
+		if len(l.items) >= capN || len(l.items) > 0 && bigSum(append(ws, weight)...).Cmp(big.NewInt(capW)) > 0 {
+			return overHeld // a held lane keeps its share of the room at most
+		}
+	}
 	if m.queued+m.held >= m.lim.queued || bigSum(m.weight, m.heldWeight, weight).Cmp(big.NewInt(orMax(m.lim.queuedWeight))) > 0 {
 		return rejectedFull
 	}

@@ -205,13 +205,13 @@ func TestOnPausePanicsAndClose(t *testing.T) {
 	})
 }
 
-// Paused lists the keys paused, over shards, in the order they paused by
-// the ferry's clock, a tie going to the lower shard; a key resumed leaves
-// it, and paused again goes last; after Close it gives the keys paused as
-// the ferry ended. Mutations: Paused not merging by time (shard order: b,
-// d, a, c); ties not by shard (c before b: both paused at 2s); pauses.list
-// keeping a key's first pause (a first at the end); Paused after Close
-// returning nil (the final list lost).
+// Paused lists the keys paused, over shards, in the order their failures
+// were stamped (see counter); a key resumed leaves it, and paused again goes
+// last; after Close it gives the keys paused as the ferry ended. Mutations:
+// Paused not merging (shard order: b, d, a, c); pauses.list keeping a key's
+// first pause (a first at the end); Paused after Close returning nil (the
+// final list lost). TestPausedInAnswerOrderOverShards orders pauses at one
+// instant.
 func TestPausedOrder(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		f, err := New(slowCall(1), Config[string, in]{Key: inCfg.Key, Shards: 2, MaxInFlightBatches: 4, PauseOnError: true})
@@ -228,11 +228,10 @@ func TestPausedOrder(t *testing.T) {
 		}
 		assert.Nil(t, f.Paused())
 		fail(a, 0)
-		fail(c, time.Second) // c, of shard 1, first in at 1s
-		synctest.Wait()
 		fail(b, time.Second)
-		fail(d, 2*time.Second)
-		advance(3 * time.Second)
+		fail(c, 2*time.Second)
+		fail(d, 3*time.Second)
+		advance(4 * time.Second)
 		assert.Equal(t, []string{a, b, c, d}, f.Paused())
 		assert.Equal(t, 4, f.Stats().Paused)
 		f.Resume(a)

@@ -37,7 +37,7 @@ type parkedBatch[K comparable, I, O any] struct {
 	after, fin chan struct{} // its place among its key's completions, if it has any: see loop.completing
 	owe        owed          // what it owes the Flush round in progress
 
-	held bool  // it failed for good, held until Resume (HoldPaused): see loop.hold
+	held bool  // it failed for good, held until Resume (HoldPaused): see loop.hold; only its failed inputs
 	stop error // a hold ended by Shutdown: its inputs still to retry are answered with it, uncalled
 
 	// With CancelAbandoned (see inFlight): its tag, its callers left, and how
@@ -51,25 +51,40 @@ type parkedBatch[K comparable, I, O any] struct {
 // until its backoff is over (at once if its context ended: Close, or every
 // caller gave up), and frees the worker: what its handle held for the batch
 // goes with it. The key's completions stay where they were: the batch's are
-// still to come.
+// still to come. A batch that failed for good with HoldPaused (m.fail) is
+// held instead (see hold): its worker answers the batch's other inputs
+// first, and is free at its opIdle.
 func (l *loop[K, I, O]) park(m msg[K, I, O]) {
 	pb, wk := m.park, l.slots.workers[m.worker]
 	pb.owe, wk.owe = wk.owe, owed{}
-	pb.tag, pb.live, pb.cancel = wk.tag, wk.live, wk.cancel
-	wk.tag, wk.live, wk.cancel = 0, 0, nil
-	wk.buf = nil // pb.batch
-	var zero K
-	wk.fin, wk.key = nil, zero
 	if l.parks == nil {
 		l.parks = make(map[K]*parkedBatch[K, I, O])
 	}
 	l.parks[m.key] = pb
 	l.ppeak = max(l.ppeak, len(l.parks))
-	if m.fail != nil { // it failed for good: held, with HoldPaused
-		l.hold(m.key, pb, m.fail)
-		l.slots.releaseSlot(int(m.worker))
+	if m.fail != nil {
+		if wk.cancel != nil { // CancelAbandoned: the callers left of its inputs held, under a tag of its own
+			l.tags++
+			pb.cancel, pb.tag = wk.cancel, inFlight(int(m.worker), l.tags).seq
+			for _, w := range pb.batch {
+				w.tk = inFlight(int(m.worker), l.tags)
+				if !w.gone {
+					pb.live++
+				}
+			}
+			if pb.live == 0 {
+				pb.cancel(ErrAbandoned) // only the ferry's contexts: no user code
+			}
+			wk.tag, wk.live, wk.cancel = 0, 0, nil
+		}
+		l.hold(m.key, pb, m.fail, m.order, wk.fin)
 		return
 	}
+	pb.tag, pb.live, pb.cancel = wk.tag, wk.live, wk.cancel
+	wk.tag, wk.live, wk.cancel = 0, 0, nil
+	wk.buf = nil // pb.batch
+	var zero K
+	wk.fin, wk.key = nil, zero
 	d := pb.d
 	if pb.ctx.Err() != nil { // the ferry's context, or its child: no user code
 		d = 0

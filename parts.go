@@ -48,6 +48,7 @@ func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Dur
 		l.st.hold(p.n, p.total)
 		p.held = true
 	default:
+		refused := 0 // answered at once: its key paused, or held with its share of the room
 		for j := range g.ws {
 			w := &g.ws[j]
 			if w.part != i {
@@ -55,14 +56,20 @@ func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Dur
 			}
 			if err, ok := l.paused.of(w.key); ok && paused > 0 {
 				g.errs[w.i], w.refused = err, true
+				refused++
+				continue
+			}
+			if l.f.hold && l.st.overHeld(w.key, w.weight) {
+				g.errs[w.i], w.refused = l.paused.err(w.key), true
+				refused++
 				continue
 			}
 			l.stamp(w)
 			w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
 		}
-		l.tally.Admitted += uint64(n)
-		if paused > 0 { // answered: the caller reads them once the part's word has come
-			g.count.done(paused)
+		l.tally.Admitted += uint64(p.n - refused)
+		if refused > 0 { // answered: the caller reads them once the part's word has come
+			g.count.done(refused)
 		}
 	}
 	l.replyAfterLend(later[K, I, O]{p: p}) // room held or granted may have been let go

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 )
 
 // This file is the paused keys (Config.PauseOnError): a key whose call failed
@@ -22,40 +21,37 @@ import (
 
 // pauses is a loop's paused keys, each with the error it answers its
 // inputs with, which matches ErrPaused and the failure that paused the key,
-// and when it paused: the ferry's clock then, and the loop's count of pauses,
-// which orders those of one clock reading (see Ferry.Paused). It is pure
-// bookkeeping: no channels, no clock (time comes in), no user code. loop:
-// its methods run on the shard's loop goroutine.
+// and its place among the ferry's pauses, as its failure was stamped (see
+// counter), by which Ferry.Paused merges the shards' lists. It is pure
+// bookkeeping: no channels, no clock, no user code. loop: its methods run on
+// the shard's loop goroutine.
 type pauses[K comparable] struct {
 	keys map[K]pausedKey[K] // nil until a key is paused
-	seq  uint64             // pauses so far
 	peak int                // most keys since the map was rebuilt: see shrink
 }
 
-// pausedKey is one paused key: its error, and when it paused, by the
-// ferry's clock and by its loop's count; held: its lane holds its inputs
-// (HoldPaused), which are not refused. It has no methods.
+// pausedKey is one paused key: its error, and its failure's place among the
+// ferry's (order); held: its lane holds its inputs (HoldPaused), which are
+// not refused. It has no methods.
 type pausedKey[K comparable] struct {
-	key  K
-	err  error
-	at   time.Duration
-	seq  uint64
-	held bool
+	key   K
+	err   error
+	order uint64
+	held  bool
 }
 
-// pause pauses key at now after its call failed with failure, held or not
-// (see pausedKey), and returns the error its inputs get, and whether this
-// paused it: a key paused already keeps its first error and time.
-func (p *pauses[K]) pause(key K, failure error, now time.Duration, held bool) (error, bool) {
+// pause pauses key after its call failed with failure, stamped order, held
+// or not (see pausedKey), and returns the error its inputs get, and whether
+// this paused it: a key paused already keeps its first error and order.
+func (p *pauses[K]) pause(key K, failure error, order uint64, held bool) (error, bool) {
 	if pk, ok := p.keys[key]; ok {
 		return pk.err, false
 	}
 	if p.keys == nil {
 		p.keys = make(map[K]pausedKey[K])
 	}
-	p.seq++
 	err := fmt.Errorf("%w: %w", ErrPaused, failure)
-	p.keys[key] = pausedKey[K]{key: key, err: err, at: now, seq: p.seq, held: held}
+	p.keys[key] = pausedKey[K]{key: key, err: err, order: order, held: held}
 	p.peak = max(p.peak, len(p.keys))
 	return err, true
 }
@@ -69,6 +65,9 @@ func (p *pauses[K]) of(key K) (error, bool) {
 	pk, ok := p.keys[key]
 	return pk.err, ok && !pk.held
 }
+
+// err returns the error of key if it is paused, held or not, else nil.
+func (p *pauses[K]) err(key K) error { return p.keys[key].err }
 
 // resume lets key's inputs in again, and reports whether it was paused.
 func (p *pauses[K]) resume(key K) bool {
@@ -87,7 +86,7 @@ func (p *pauses[K]) list() []pausedKey[K] {
 		return nil
 	}
 	ks := slices.Collect(maps.Values(p.keys))
-	slices.SortFunc(ks, func(a, b pausedKey[K]) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(ks, func(a, b pausedKey[K]) int { return cmp.Compare(a.order, b.order) })
 	return ks
 }
 
@@ -115,8 +114,8 @@ type pauseNote[K comparable] struct {
 // completions so far and before its next, which the loop waits for as for
 // a worker. What the inputs owed the Flush round in progress is counted as
 // they are answered: at once, or at the notifier's opNotified.
-func (l *loop[K, I, O]) pause(key K, failure error) {
-	err, fresh := l.paused.pause(key, failure, l.f.clock(), false)
+func (l *loop[K, I, O]) pause(key K, failure error, order uint64) {
+	err, fresh := l.paused.pause(key, failure, order, false)
 	l.refuseWaiting(key, err)
 	var told error // what OnPause is told: nil, none
 	if fresh && l.f.onPause != nil {
@@ -169,36 +168,37 @@ func (l *loop[K, I, O]) notifyPaused(key K, subs []*waiter[K, I, O], err, told e
 	go notifyPaused(l.s, key, subs, err, told, after, fin) // user code: off the loop
 }
 
-// hold holds key's lane with pb, its batch, which failed for good with
-// failure (HoldPaused): parked in the core with no deadline, until Resume,
-// while its inputs and those that join later wait in order behind pb; the
-// key is paused, held. OnPause, if the key was not paused already, comes
-// between the key's earlier completions and pb's own, which come only once
-// pb is answered. Once the room stops admitting (Shutdown), the hold ends
-// at once: see stopHeld.
-func (l *loop[K, I, O]) hold(key K, pb *parkedBatch[K, I, O], failure error) {
+// hold holds key's lane with pb, the inputs of its batch that failed for
+// good with failure, stamped order (HoldPaused): parked in the core with no
+// deadline, until Resume, while the lane's inputs and those that join
+// later wait in order behind pb; the key is paused, held. The batch's other
+// inputs are answered by its worker meanwhile, with the completions of its
+// attempts so far, which close done. Then come OnPause, if the key was not
+// paused already, and pb's own completions once it is answered: with
+// completions to order (done not nil, or a direct call's, holdDirect's),
+// each in its place after the key's last. Once the room stops admitting
+// (Shutdown), the hold ends at once: see stopHeld.
+func (l *loop[K, I, O]) hold(key K, pb *parkedBatch[K, I, O], failure error, order uint64, done chan struct{}) {
 	pb.held = true
 	l.st.parkHeld(key, pb.w)
-	if _, fresh := l.paused.pause(key, failure, l.f.clock(), true); fresh && l.f.onPause != nil {
-		var after, fin chan struct{}
-		if pb.fin != nil { // before pb's completions
-			after, fin = pb.after, make(chan struct{})
-			pb.after = fin
-		} else {
-			after, fin = l.place(key)
-		}
+	if _, fresh := l.paused.pause(key, failure, order, true); fresh && l.f.onPause != nil {
+		after, fin := l.place(key)
 		l.notifyPaused(key, nil, nil, failure, after, fin, 0)
+	}
+	if done != nil {
+		pb.after, pb.fin = l.place(key)
 	}
 	if l.st.shuttingDown {
 		l.stopHeld(key, pb)
 	}
 }
 
-// holdDirect holds key's lane, whose call failed for good with failure
-// and left no input to hold (HoldPaused): a direct call's, whose caller has
-// its answer, or a batch's whose callers all gave up. It holds as hold does,
-// with a batch of no input, so that the key pauses as without HoldPaused.
-func (l *loop[K, I, O]) holdDirect(key K, failure error) {
+// holdDirect holds key's lane, whose call failed for good with failure,
+// stamped order, and left no input to hold (HoldPaused): a direct call's,
+// whose caller has its answer, or a batch's whose callers all gave up. It
+// holds as hold does, with a batch of no input, so that the key pauses as
+// without HoldPaused.
+func (l *loop[K, I, O]) holdDirect(key K, failure error, order uint64) {
 	pb := &parkedBatch[K, I, O]{batch: []*waiter[K, I, O]{}, ctx: l.s.ctx, bs: []Batch[K]{}} // no OnBatch: the caller told it
 	pb.w = &waiter[K, I, O]{pb: pb}
 	if l.parks == nil {
@@ -206,7 +206,7 @@ func (l *loop[K, I, O]) holdDirect(key K, failure error) {
 	}
 	l.parks[key] = pb
 	l.ppeak = max(l.ppeak, len(l.parks))
-	l.hold(key, pb, failure)
+	l.hold(key, pb, failure, order, nil)
 }
 
 // stopHolds ends the holds as the ferry shuts down: the inputs of each held

@@ -59,7 +59,10 @@ func (r *retries[K, I, O]) again(f *Ferry[K, I, O], j job[K, I, O], ins []I, run
 		r.blame(pb.stop)
 		return ins, 0, false
 	}
-	if len(r.idx) == 0 {
+	if len(r.idx) == 0 { // no caller left: no call, so no new failure for a hold resumed
+		if pb.held {
+			r.last = nil
+		}
 		return ins, 0, false
 	}
 	ins = ins[:0]
@@ -125,15 +128,42 @@ func (r *retries[K, I, O]) holds(f *Ferry[K, I, O], j job[K, I, O]) bool {
 }
 
 // park hands j's batch back to its loop, to retry its failed inputs after
-// d (opPark), or, with hold set, to hold them until Resume, as the batch
-// failed for good with hold (HoldPaused): the worker is idle once it is
-// sent. The batch's state goes with it: r keeps none of it.
-func (r *retries[K, I, O]) park(j job[K, I, O], d time.Duration, hold error) {
+// d (opPark): the worker is idle once it is sent. The batch's state goes
+// with it: r keeps none of it.
+func (r *retries[K, I, O]) park(j job[K, I, O], d time.Duration) {
 	pb := &parkedBatch[K, I, O]{batch: j.batch, ctx: j.ctx, after: j.after, fin: j.fin, d: d,
 		outs: r.outs, errs: r.errs, idx: r.idx, bs: r.bs, attempt: r.attempt, last: r.last}
 	pb.w = &waiter[K, I, O]{pb: pb}
 	r.outs, r.errs, r.idx, r.bs, r.attempt, r.last = nil, nil, nil, nil, 0, nil
-	j.s.send(msg[K, I, O]{op: opPark, key: j.key, worker: j.id, park: pb, fail: hold})
+	j.s.send(msg[K, I, O]{op: opPark, key: j.key, worker: j.id, park: pb})
+}
+
+// held splits j's batch, which failed for good (HoldPaused), into pb, its
+// inputs still failing, to hold until Resume, and rest, the others, which
+// succeeded, moved to the front of j.batch, with their answers outs and
+// errs, which the worker gives at once (see finish). pb's next attempt is
+// numbered on from r's; the reports of r's attempts are given now, with
+// rest's answers.
+func (r *retries[K, I, O]) held(j job[K, I, O]) (pb *parkedBatch[K, I, O], rest []*waiter[K, I, O], outs []O, errs Errors) {
+	n := len(r.idx)
+	pb = &parkedBatch[K, I, O]{batch: make([]*waiter[K, I, O], n), ctx: j.ctx, outs: make([]O, n),
+		errs: make(Errors, n), idx: make([]int, n), attempt: r.attempt, last: r.last, held: true}
+	if r.bs != nil {
+		pb.bs = []Batch[K]{} // OnBatch: the reports of the attempts to come
+	}
+	k, h := 0, 0
+	for i, w := range j.batch {
+		if h < n && r.idx[h] == i { // idx ascends
+			pb.batch[h], pb.errs[h], pb.idx[h] = w, r.errs[i], h
+			h++
+			continue
+		}
+		j.batch[k], r.outs[k], r.errs[k] = w, r.outs[i], r.errs[i]
+		k++
+	}
+	clear(j.batch[k:]) // pb's now
+	pb.w = &waiter[K, I, O]{pb: pb}
+	return pb, j.batch[:k], r.outs[:k], r.errs[:k]
 }
 
 // blame makes the errors of the inputs still to retry match cause, if the

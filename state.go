@@ -66,7 +66,13 @@ const (
 	rejectedFull                 // the room is full by count or weight (or the total would pass MaxInt64)
 	rejectedHeavy                // heavier than the whole room can ever hold
 	refused                      // the room is closed (drained or shutting down)
+	overHeld                     // its key's lane is held (parkHeld) and holds its share of the room: see heldShare
 )
+
+// heldShare bounds what the lane of a held key (see parkHeld) keeps: at
+// most 1/heldShare of the room's inputs and weight, and one input at least,
+// so that a key held through a long outage never fills the room.
+const heldShare = 8
 
 // ticket names an admitted input, for drop.
 type ticket struct {
@@ -155,9 +161,10 @@ type state[K comparable, E any] struct {
 	busy   int   // calls in flight, batched and direct
 	conts  int   // lanes that hold a continuation, parked or ready: see park
 
-	held       int   // room held for inputs not yet entered: see hold
-	heldWeight int64 // and their weight; queued+held and weight+heldWeight stay within the limits
-	heavy      int64 // the whole room's weight: lim.queuedWeight unless grow changed that
+	held       int    // room held for inputs not yet entered: see hold
+	heldWeight int64  // and their weight; queued+held and weight+heldWeight stay within the limits
+	heavy      int64  // the whole room's weight: lim.queuedWeight unless grow changed that
+	heldCap    budget // the most a held lane keeps: see heldShare
 
 	seq          uint64 // last sequence handed out, for items and refs
 	closed       bool   // drained: nothing is admitted again
@@ -178,6 +185,7 @@ func newState[K comparable, E any](lim limits) *state[K, E] {
 	return &state[K, E]{
 		lim:       lim,
 		heavy:     lim.queuedWeight,
+		heldCap:   budget{max(1, lim.queued/heldShare), max(1, lim.queuedWeight/heldShare)},
 		lanes:     make(map[K]*lane[K, E]),
 		waiting:   btree.NewG(degree, waitLess[K, E]),
 		parks:     btree.NewG(degree, waitLess[K, E]),
@@ -236,13 +244,28 @@ func (s *state[K, E]) laneOf(key K) (exists, items bool) {
 	return l != nil, l != nil && l.items.len() > 0
 }
 
-// join takes one input into its lane if the room has space for it; it never
-// claims the key.
+// join takes one input into its lane if the room has space for it, and its
+// lane, if held, its share (see overHeld); it never claims the key.
 func (s *state[K, E]) join(key K, weight, rank int64, at, now time.Duration, e E) (outcome, ticket) {
+	if s.overHeld(key, weight) && !s.closed && !s.shuttingDown {
+		return overHeld, ticket{}
+	}
 	if o := s.room(1, weight, weight); o != admitted {
 		return o, ticket{}
 	}
 	return admitted, s.enter(key, weight, rank, at, now, e)
+}
+
+// overHeld reports whether key's lane is held (see parkHeld) and would keep
+// more than its share of the room with one more input of weight: heldCap's
+// inputs, or its weight once the lane holds one input.
+func (s *state[K, E]) overHeld(key K, weight int64) bool {
+	l := s.lanes[key]
+	if l == nil || l.phase != phaseParked || !l.ever {
+		return false
+	}
+	n := l.items.len()
+	return n >= s.heldCap.n || n > 0 && weight > s.heldCap.w-l.weight
 }
 
 // room reports whether n inputs weighing total together, the heaviest

@@ -67,6 +67,18 @@ func (c *core) none(now time.Duration) {
 	require.False(c.t, ok, "took %s %v at %v", k, batch, now)
 }
 
+// heldWith holds key a's lane (see parkHeld) with inputs of these weights
+// waiting in it.
+func (c *core) heldWith(weights ...int64) {
+	c.join("a", 1, 0, t0, t0, -1)
+	c.takes(t0, "a", -1)
+	c.parkHeld("a", -2)
+	for _, w := range weights {
+		_, o, _ := c.in("a", w, 0, t0)
+		require.Equal(c.t, admitted, o)
+	}
+}
+
 func (c *core) due(want time.Duration) {
 	c.t.Helper()
 	got, ok := c.earliest()
@@ -99,6 +111,16 @@ func TestAdmitOutcomes(t *testing.T) {
 		{"direct but a delay", limits{direct: true, delay: time.Millisecond}, nil, 1, admitted},
 		{"direct ignores a full room", limits{direct: true, queued: 1}, func(c *core) { c.in("b", 1, 0, t0); c.add("b", t0) }, 1, claimed},
 		{"direct key has a lane", limits{direct: true}, func(c *core) { c.admit("a", 1, 0, 0, t0, 9) }, 1, admitted},
+		// A held lane keeps an eighth of the room: 16/8 inputs, 40/8 weight,
+		// one input at least, whatever its weight.
+		{"held, within its share", limits{queued: 16}, func(c *core) { c.heldWith(1) }, 1, admitted},
+		{"held, its share of inputs", limits{queued: 16}, func(c *core) { c.heldWith(1, 1) }, 1, overHeld},
+		{"held, its share of weight", limits{queuedWeight: 40}, func(c *core) { c.heldWith(3) }, 3, overHeld},
+		{"held, at its share of weight", limits{queuedWeight: 40}, func(c *core) { c.heldWith(3) }, 2, admitted},
+		{"held, one input whatever its weight", limits{queuedWeight: 40}, func(c *core) { c.heldWith() }, 40, admitted},
+		{"held, share of a small room", limits{queued: 4}, func(c *core) { c.heldWith(1) }, 1, overHeld},
+		{"held, shutting down", limits{queued: 16}, func(c *core) { c.heldWith(1, 1); c.shutdown() }, 1, refused},
+		{"held no more", limits{queued: 16}, func(c *core) { c.heldWith(1, 1); c.unpark("a", t0) }, 1, admitted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -177,10 +177,11 @@ func (l *waitLine[K, I, O]) clear(buf []waitEntry[K, I, O]) []waitEntry[K, I, O]
 }
 
 // refusesAtOnce reports whether w is refused without room, with
-// WaitForRoom too: its key is paused, or no room could ever hold it.
+// WaitForRoom too: its key is paused, or held with its share of the room
+// (see state.overHeld), or no room could ever hold it.
 func (l *loop[K, I, O]) refusesAtOnce(w *waiter[K, I, O]) bool {
 	_, paused := l.paused.of(w.key)
-	return paused || w.weight > sharedWeight(l.lim)
+	return paused || w.weight > sharedWeight(l.lim) || l.f.hold && l.st.overHeld(w.key, w.weight)
 }
 
 // wait puts w at the back of the wait line.
@@ -252,7 +253,7 @@ func (l *loop[K, I, O]) needOf(e waitEntry[K, I, O]) budget {
 		return budget{n, total}
 	}
 	w := e.w
-	if _, ok := l.paused.of(w.key); ok {
+	if l.refusesAtOnce(w) {
 		return budget{}
 	}
 	if w.done == nil && l.st.claims(w.key) {

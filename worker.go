@@ -74,10 +74,10 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 	defer func() {
 		if running && rt.attempt > 0 { // in a retry: the answers of the others stand
 			outs, errs := rt.goexit(f, j.key, j.batch)
-			finish(j, ins, outs, errs, nil, subs[:0], Batch[K]{}, rt.bs, failedForGood(f, j.ctx, nil, errGoexit))
+			finish(j, ins, outs, errs, nil, subs[:0], Batch[K]{}, rt.bs, failedForGood(f, j.ctx, nil, errGoexit), nil)
 			go work(f, jobs)
 		} else if running {
-			finish(j, ins, nil, nil, errGoexit, subs[:0], report(f, j, start), nil, failedForGood(f, j.ctx, nil, errGoexit))
+			finish(j, ins, nil, nil, errGoexit, subs[:0], report(f, j, start), nil, failedForGood(f, j.ctx, nil, errGoexit), nil)
 			go work(f, jobs)
 		}
 	}()
@@ -108,7 +108,7 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 			outs, errs, all := invoke(ctx, f, j.key, ins)
 			running = false
 			if f.retry == nil && !f.hold || errs == nil && all == nil {
-				subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start), nil, failedForGood(f, j.ctx, errs, all))
+				subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start), nil, failedForGood(f, j.ctx, errs, all), nil)
 				answered = true
 			} else {
 				d, retry = rt.first(f, j, outs, errs, all, report(f, j, start))
@@ -118,12 +118,14 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 		case answered:
 		case retry:
 			clear(ins)
-			rt.park(j, d, nil)
+			rt.park(j, d)
 		case rt.holds(f, j):
-			clear(ins)
-			rt.park(j, 0, rt.last)
+			pb, rest, outs, errs := rt.held(j)
+			j.batch = rest
+			subs = finish(j, ins, outs, errs, nil, subs[:0], Batch[K]{}, rt.bs, rt.last, pb)
+			rt.done()
 		default:
-			subs = finish(j, ins, rt.outs, rt.errs, nil, subs[:0], Batch[K]{}, rt.bs, failedForGood(f, j.ctx, nil, rt.last))
+			subs = finish(j, ins, rt.outs, rt.errs, nil, subs[:0], Batch[K]{}, rt.bs, failedForGood(f, j.ctx, nil, rt.last), nil)
 			rt.done()
 		}
 		j = job[K, I, O]{} // holds the batch, which the loop may drop
@@ -143,15 +145,21 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 }
 
 // finish releases j's key (pausing it, with PauseOnError, if fail is set:
-// its last attempt failed for good, see failedForGood), then answers its callers, so that their next Do comes after the
-// release: first the Do and DoMany callers, then the Submits'
-// done, in batch order; then it gives OnBatch b (or, after retries, each of
-// bs, whose Err is set), and only then tells the loop it is idle. It returns
-// subs, the buffer it used for the Submits.
-func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K], bs []Batch[K], fail error) []int {
+// its last attempt failed for good, see failedForGood), or with pb set holds
+// pb, the inputs of j's batch that failed for good, in the key's lane (see
+// retries.held); then it answers j's callers, so that their next Do comes
+// after the release: first the Do and DoMany callers, then the Submits'
+// done, in batch order; then it gives OnBatch b (or, after retries, each
+// of bs, whose Err is set), and only then tells the loop it is idle. It
+// returns subs, the buffer it used for the Submits.
+func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K], bs []Batch[K], fail error, pb *parkedBatch[K, I, O]) []int {
 	s := j.s
 	f := s.f
-	s.send(msg[K, I, O]{op: opRelease, key: j.key, worker: j.id, fail: fail})
+	if pb != nil {
+		s.send(failed(f, msg[K, I, O]{op: opPark, key: j.key, worker: j.id, park: pb, fail: fail}))
+	} else {
+		s.send(failed(f, msg[K, I, O]{op: opRelease, key: j.key, worker: j.id, fail: fail}))
+	}
 	subs = reply(j.batch, outs, errs, all, subs)
 	if j.after != nil { // the key's earlier completions come first
 		<-j.after

@@ -67,8 +67,9 @@ type Opts[K comparable] struct {
 	// MaxLinks is the most links a batched call's span gets, one per
 	// distinct caller span, in input order; the distinct caller spans
 	// beyond it are counted in AttrLinksDropped. 0: DefaultMaxLinks; < 0:
-	// none. The SDK drops links past its own SpanLimits.LinkCountLimit (128
-	// by default): raise both together.
+	// no link, and every distinct caller span is counted in
+	// AttrLinksDropped. The SDK drops links past its own
+	// SpanLimits.LinkCountLimit (128 by default): raise both together.
 	MaxLinks int
 
 	// CallerEvents adds an EventBatch event to each distinct caller span

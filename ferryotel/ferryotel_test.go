@@ -205,6 +205,33 @@ func TestLinksCapped(t *testing.T) {
 	})
 }
 
+// MaxLinks < 0: a batch's span links no caller, and counts every distinct
+// caller span as dropped (two callers, one span shared by two inputs).
+// Mutation: MaxLinks < 0 read as the default (3 links, none dropped).
+func TestNoLinks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tp, sr := tracer()
+		f := newFerry(t, (&echo{}).call, ferryotel.Opts[string]{TracerProvider: tp, MaxLinks: -1},
+			ferry.Config[string, string]{MaxBatchDelay: time.Second})
+		var wg sync.WaitGroup
+		ctx1, span1 := tp.Tracer("test").Start(context.Background(), "handler")
+		ctx2, span2 := tp.Tracer("test").Start(context.Background(), "handler")
+		for _, ctx := range []context.Context{ctx1, ctx1, ctx2} {
+			wg.Go(func() {
+				_, err := f.Do(ctx, "x")
+				assert.NoError(t, err)
+			})
+		}
+		wg.Wait()
+		span1.End()
+		span2.End()
+		batch := byName(sr, "ferry.call")
+		require.Len(t, batch, 1)
+		assert.Empty(t, batch[0].Links())
+		assert.Equal(t, attribute.IntValue(2), attrs(batch[0])[ferryotel.AttrLinksDropped])
+	})
+}
+
 // A call that fails is retried: each attempt has its span, with its attempt,
 // the first's error recorded (status Error, error.type, an exception event),
 // each linked to the caller. Mutations: the attempt attribute from a counter

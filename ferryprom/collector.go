@@ -8,11 +8,28 @@
 //
 // A Collector holds histograms of each call's size, wait and duration,
 // labelled by outcome, direct and retried (an attempt that Config.Retry
-// called again: retried="false" are the calls' last words), and reads the ferry's Stats at each scrape
-// for gauges and counters. Every series carries the label ferry="orders", so
-// that several ferries share one registry under different names. Nothing is
-// labelled by key: keys are unbounded, and a series per key would grow
-// without limit.
+// called again: retried="false" are the calls' last words), and reads the
+// ferry's Stats at each scrape for gauges and counters. Every series carries
+// the label ferry="orders", so that several ferries share one registry under
+// different names. Nothing is labelled by key: keys are unbounded, and a
+// series per key would grow without limit.
+//
+// The series, with the default namespace "ferry" (Opts.Namespace):
+//
+//	ferry_batch_size{outcome,direct,retried}            histogram: Batch.Size
+//	ferry_batch_wait_seconds{outcome,direct,retried}    histogram: Batch.Wait
+//	ferry_batch_call_seconds{outcome,direct,retried}    histogram: Batch.Took
+//	ferry_queued, ferry_queued_weight                   gauges: Stats.Queued, Weight
+//	ferry_busy, ferry_lanes                             gauges: Stats.Busy, Lanes
+//	ferry_paused, ferry_parked, ferry_waiting           gauges: Stats.Paused, Parked, WaitingForRoom
+//	ferry_admitted_total, ferry_dropped_total           counters: Stats.Admitted, Dropped
+//	ferry_taken_total, ferry_batches_total              counters: Stats.Taken, Batches
+//	ferry_direct_calls_total, ferry_paused_out_total    counters: Stats.DirectCalls, PausedOut
+//	ferry_done_panics_total, ferry_on_batch_panics_total, ferry_on_pause_panics_total
+//	ferry_rejected_total{reason}                        counter: Stats.Rejected by reason: full, weight, heavy
+//
+// outcome is one of ok, error, partial, timeout, closed, abandoned, panic
+// (see Outcome); direct and retried are "true" or "false".
 package ferryprom
 
 import (

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -382,5 +386,28 @@ func TestRetriedAttempts(t *testing.T) {
 	want := map[string]uint64{"error/true": 2, "ok/false": 1, "error/false": 1}
 	if fmt.Sprint(by) != fmt.Sprint(want) {
 		t.Errorf("attempts by outcome/retried: %v, want %v", by, want)
+	}
+}
+
+// The package doc lists every series a Collector exports, and no other.
+// Mutation: a series added to Stats' list and not to the doc (or a name
+// misspelt there).
+func TestSeriesListed(t *testing.T) {
+	src, err := os.ReadFile("collector.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, _ := strings.Cut(string(src), "package ferryprom")
+	listed := map[string]bool{}
+	for _, name := range regexp.MustCompile(`ferry_[a-z_]+`).FindAllString(doc, -1) {
+		listed[name] = true
+	}
+	r := newRig(t)
+	got := map[string]bool{}
+	for name := range r.scrape(t) {
+		got[name] = true
+	}
+	if !maps.Equal(listed, got) {
+		t.Fatalf("the package doc lists %v; a scrape gives %v", slices.Sorted(maps.Keys(listed)), slices.Sorted(maps.Keys(got)))
 	}
 }
