@@ -19,7 +19,8 @@
 // asks for that user's page over and over, and the other clients for other
 // users' pages; it prints the others' median and p99 latency in each mode.
 // With -ferry and -dataloadgen the servers must have been started with
-// -slow-id (the same id as here) for that run; -slow-id 0 skips it.
+// -slow-id (the same id as here) for that run; -slow-id 0 skips it. -delay
+// and -calls set the ferry mode's MaxBatchDelay and MaxCallsPerKey.
 package main
 
 import (
@@ -42,6 +43,7 @@ import (
 	"time"
 
 	"github.com/ferrygo/ferry/examples/graphql/server"
+	"github.com/ferrygo/ferry/load"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -67,6 +69,8 @@ func main() {
 	conns := flag.Int("conns", 16, "PostgreSQL connections of each server started here")
 	slowID := flag.Int("slow-id", 13, "the slow run's user (0: no slow run)")
 	slowClients := flag.Int("slow-clients", 64, "clients of the slow run, the slow one among them")
+	delay := flag.Duration("delay", 0, "the ferry mode's MaxBatchDelay, for servers started here")
+	calls := flag.Int("calls", 0, "the ferry mode's MaxCallsPerKey, for servers started here (0: load's default)")
 	flag.Parse()
 	var clients []int
 	for _, s := range strings.Split(*clientsFlag, ",") {
@@ -83,14 +87,15 @@ func main() {
 		modes = [2]target{{server.Ferry, *ferryURL}, {server.Dataloadgen, *dlgURL}}
 		slow = modes
 	case *dsn != "":
-		modes, slow = startServers(ctx, *dsn, *conns, *slowID)
+		modes, slow = startServers(ctx, *dsn, *conns, *slowID, load.Config{MaxBatchDelay: *delay, MaxCallsPerKey: *calls})
 	default:
 		log.Fatal("loadgen: give -dsn (or $DATABASE_URL), or -ferry and -dataloadgen")
 	}
 	sizes := server.Full
 	http.DefaultTransport.(*http.Transport).MaxIdleConnsPerHost = 1024
 
-	fmt.Printf("loadgen: %d rounds of %v per run, clients %v\n\n", *rounds, *dur, clients)
+	fmt.Printf("loadgen: %d rounds of %v per run, clients %v; ferry's MaxBatchDelay %v, MaxCallsPerKey %d (0: %d)\n\n",
+		*rounds, *dur, clients, *delay, *calls, load.DefaultMaxCallsPerKey)
 	type cell struct {
 		query   string
 		clients int
@@ -154,16 +159,17 @@ func main() {
 
 // startServers starts a server per mode in this process, each on a pool of
 // conns connections of its own, and for the slow run one per mode whose
-// user slowID's read sleeps 2 s, on the same pool.
-func startServers(ctx context.Context, dsn string, conns, slowID int) (modes, slow [2]target) {
+// user slowID's read sleeps 2 s, on the same pool. cfg configures the
+// ferry mode's loaders.
+func startServers(ctx context.Context, dsn string, conns, slowID int, cfg load.Config) (modes, slow [2]target) {
 	for i, m := range []server.Mode{server.Ferry, server.Dataloadgen} {
 		tr := new(server.Tracer)
 		pool, err := server.Connect(ctx, dsn, server.Full, conns, tr)
 		if err != nil {
 			log.Fatal(err)
 		}
-		modes[i] = target{m, serve(pool, tr, server.Options{Mode: m})}
-		slow[i] = target{m, serve(pool, tr, server.Options{Mode: m, SlowID: slowID, SlowFor: 2 * time.Second})}
+		modes[i] = target{m, serve(pool, tr, server.Options{Mode: m, Load: cfg})}
+		slow[i] = target{m, serve(pool, tr, server.Options{Mode: m, Load: cfg, SlowID: slowID, SlowFor: 2 * time.Second})}
 	}
 	return modes, slow
 }
