@@ -457,3 +457,91 @@ func TestBadScope(t *testing.T) {
 	assert.False(t, l.Prime(WithMemo(bad), 1, "x"))
 	assert.Empty(t, b.seen())
 }
+
+// callsPerKeyInEffect says whether ferry honours Config.MaxCallsPerKey: a
+// second Load of a scope whose direct fetch runs makes a fetch of its own
+// under MaxCallsPerKey 2, rather than wait in the lane.
+func callsPerKeyInEffect(t *testing.T) (ok bool) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBackend(true)
+		l := newLoader(t, b, Config{MaxCallsPerKey: 2})
+		load(context.Background(), l, 1)
+		synctest.Wait()
+		load(context.Background(), l, 2)
+		synctest.Wait()
+		ok = len(b.seen()) == 2
+		l.Close()
+	})
+	return ok
+}
+
+// Under the default MaxCallsPerKey (4) an idle scope's first four Loads
+// make a fetch each, at once; later ones wait in the lane and go as one
+// batch when a fetch returns. Mutation: New leaving MaxCallsPerKey at 0
+// (ferry's 1) fails the count.
+func TestCallsPerKey(t *testing.T) {
+	if !callsPerKeyInEffect(t) {
+		t.Skip("ferry's MaxCallsPerKey is not in effect yet: one call in flight per key")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		b := newBackend(true)
+		l := newLoader(t, b, Config{})
+		var cs []chan answer
+		for id := range 7 {
+			cs = append(cs, load(context.Background(), l, id))
+			synctest.Wait()
+		}
+		calls := b.seen()
+		require.Len(t, calls, DefaultMaxCallsPerKey)
+		for i, c := range calls {
+			assert.Equal(t, []int{i}, c.ids)
+		}
+		b.hold <- struct{}{} // one of the four returns; the lane goes at once
+		synctest.Wait()
+		calls = b.seen()
+		require.Len(t, calls, DefaultMaxCallsPerKey+1)
+		assert.ElementsMatch(t, []int{4, 5, 6}, calls[4].ids)
+		for range DefaultMaxCallsPerKey {
+			b.hold <- struct{}{}
+		}
+		synctest.Wait()
+		for id, c := range cs {
+			assert.Equal(t, fmt.Sprintf("v%d", id), now(t, c).v)
+		}
+	})
+}
+
+// A slow fetch holds its own callers alone: the scope's other Loads are
+// fetched and answered while it runs.
+func TestSlowFetchHoldsItsOwn(t *testing.T) {
+	if !callsPerKeyInEffect(t) {
+		t.Skip("ferry's MaxCallsPerKey is not in effect yet: one call in flight per key")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		l, err := New(func(ctx context.Context, ids []int) (map[int]string, error) {
+			if slices.Contains(ids, 1) {
+				time.Sleep(2 * time.Second)
+			}
+			m := map[int]string{}
+			for _, id := range ids {
+				m[id] = fmt.Sprintf("v%d", id)
+			}
+			return m, nil
+		}, Config{})
+		require.NoError(t, err)
+		defer l.Close()
+		slow := load(context.Background(), l, 1)
+		synctest.Wait()
+		start := time.Now()
+		for id := 2; id < 6; id++ {
+			v, err := l.Load(context.Background(), id)
+			require.NoError(t, err)
+			assert.Equal(t, fmt.Sprintf("v%d", id), v)
+		}
+		assert.Zero(t, time.Since(start))
+		pending(t, slow)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, "v1", now(t, slow).v)
+	})
+}
