@@ -378,7 +378,7 @@ func BenchmarkState(b *testing.B) {
 				for j := range batch {
 					s.admit(0, 1, 0, 0, now, j)
 				}
-				_, got, ok := s.take(now, buf[:0])
+				_, got, _, ok := s.take(now, buf[:0])
 				if !ok || len(got) != batch {
 					b.Fatalf("took %d, %v", len(got), ok)
 				}
@@ -419,7 +419,7 @@ func BenchmarkWaiting(b *testing.B) {
 			waiting := heap() - before
 			s.flush()
 			for {
-				key, _, ok := s.take(t0, nil)
+				key, _, _, ok := s.take(t0, nil)
 				if !ok {
 					break
 				}

@@ -113,15 +113,15 @@ func failure(errs Errors, all error) error {
 	return nil
 }
 
-// report describes j's call, which started at start, as it ends: all but Err.
-// Without OnBatch it is empty and reads no clock.
-func report[K comparable, I, O any](f *Ferry[K, I, O], j job[K, I, O], start time.Duration) Batch[K] {
+// report describes fl's first call, which started at start, as it ends: all
+// but Err. Without OnBatch it is empty and reads no clock.
+func report[K comparable, I, O any](f *Ferry[K, I, O], fl *flight[K, I, O], start time.Duration) Batch[K] {
 	if f.onBatch == nil {
 		return Batch[K]{}
 	}
-	b := Batch[K]{Key: j.key, Size: len(j.batch), Took: f.clock() - start, Attempt: 1}
+	b := Batch[K]{Key: fl.key, Size: len(fl.batch), Took: f.clock() - start, Attempt: 1}
 	oldest := start
-	for _, w := range j.batch {
+	for _, w := range fl.batch {
 		b.Weight += w.weight // no wrap: take keeps a batch's weight within MaxInt64
 		oldest = min(oldest, w.at)
 	}
@@ -147,10 +147,10 @@ func reportOf[K comparable, I, O any](f *Ferry[K, I, O], key K, batch []*waiter[
 // context carries the caller's values and ends with the caller's context or,
 // cancelled by the loop, with the ferry's close. The key is released when the
 // call is over, whatever happened in it; then OnBatch is told, and once it
-// has returned the loop hears of it (opReported, with whether it panicked),
-// as a Flush and the ferry's end wait for it. The release says that a report
-// is to come by carrying w, which the loop uses only to tell the two apart
-// from other direct calls: w stays this caller's until direct returns.
+// has returned the loop hears of it (opReported), as a Flush and the
+// ferry's end wait for it. The release says that a report is to come by
+// carrying w.fin, the call's place among its key's completions, which the
+// report carries too.
 func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *waiter[K, I, O]) (O, error) {
 	f := s.f
 	cctx, cancel := context.WithCancelCause(ctx)
@@ -185,32 +185,36 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 		released = true
 		return r.out, r.err
 	}
-	releaseDirect(s, w.key, cancel, w, fail)
+	releaseDirect(s, w.key, cancel, w.fin, fail)
 	released = true
 	if w.after != nil { // the key's earlier completions come first
 		<-w.after
 	}
-	panicked := false
 	if bs == nil {
 		bs = []Batch[K]{b} // does not escape: no allocation
 	}
 	for i, b := range bs {
 		b.Retried = i < len(bs)-1
 		if onBatch(f, b) {
-			panicked = true
+			s.send(msg[K, I, O]{op: opOnBatchPanicked})
 		}
 	}
 	close(w.fin)
-	s.send(msg[K, I, O]{op: opReported, w: w, panicked: panicked})
+	s.send(msg[K, I, O]{op: opReported, fin: w.fin})
 	return r.out, r.err
 }
 
 // releaseDirect ends a direct call on key: its context, then its claim,
-// pausing key if fail is set (see failedForGood). With w set, an opReported
-// with w follows once OnBatch has returned.
-func releaseDirect[K comparable, I, O any](s *shard[K, I, O], key K, cancel context.CancelCauseFunc, w *waiter[K, I, O], fail error) {
+// pausing key if fail is set (see failedForGood), stamped where it is
+// decided. With fin set, an opReported with fin follows once OnBatch has
+// returned.
+func releaseDirect[K comparable, I, O any](s *shard[K, I, O], key K, cancel context.CancelCauseFunc, fin chan struct{}, fail error) {
 	cancel(nil)
-	s.send(failed(s.f, msg[K, I, O]{op: opRelease, key: key, worker: byCaller, w: w, fail: fail}))
+	m := msg[K, I, O]{op: opRelease, key: key, worker: byCaller, fin: fin, fail: fail}
+	if fail != nil {
+		m.order = s.f.pauses.next()
+	}
+	s.send(m)
 }
 
 // pkgPrefix is the prefix of the names of this package's functions, as
@@ -257,15 +261,6 @@ func inUserCode(calls bool) bool {
 			return false
 		}
 	}
-}
-
-// failed stamps m, a release or a park, with the failure's place among the
-// ferry's (see counter) if it failed for good (m.fail set), and returns it.
-func failed[K comparable, I, O any](f *Ferry[K, I, O], m msg[K, I, O]) msg[K, I, O] {
-	if m.fail != nil {
-		m.order = f.pauses.next()
-	}
-	return m
 }
 
 // failedForGood is, with PauseOnError, the failure that pauses the key of a

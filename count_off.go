@@ -8,6 +8,10 @@ package ferry
 // here, it is noOps, which counts nothing: add compiles to nothing.
 type sharedOps = noOps
 
+// countOps is false without the tag ferrycount: the counts are left out
+// where they are guarded by it.
+const countOps = false
+
 // noOps is sharedOps without the tag ferrycount: empty. loop: its methods
 // run on the shard's loop goroutine.
 type noOps struct{}

@@ -11,6 +11,10 @@ package ferry
 // (see loop.end).
 type sharedOps = opCount
 
+// countOps is true with the tag ferrycount: the loops count their
+// operations on the channels the shards share.
+const countOps = true
+
 // opCount is sharedOps with the tag ferrycount: a count. loop: its methods
 // run on the shard's loop goroutine.
 type opCount struct{ n uint64 }

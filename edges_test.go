@@ -252,7 +252,7 @@ func TestDirectCallerWaitsForItsCall(t *testing.T) {
 func TestDirectCallsMapShrinks(t *testing.T) {
 	lim := limits{batchSize: 1, queued: 1, direct: true}
 	f := &Ferry[int, int, int]{lim: lim}
-	l := newLoop(&shard[int, int, int]{f: f}, lim, 0, 0)
+	l := newLoop(&shard[int, int, int]{f: f}, lim, 0, 0, 0)
 	const n = 20_000
 	for k := range n {
 		w := &waiter[int, int, int]{key: k, weight: 1, c: make(chan result[int], 1)}
@@ -260,13 +260,13 @@ func TestDirectCallsMapShrinks(t *testing.T) {
 		require.Equal(t, errClaimed, (<-w.c).err)
 		l.handle(msg[int, int, int]{op: opStart, key: k, cancel: func(error) {}}, t0)
 	}
-	require.Len(t, l.directs, n)
+	require.Equal(t, n, l.directs.calls.len())
 	for k := range n - 1 {
 		l.handle(msg[int, int, int]{op: opRelease, key: k, worker: byCaller}, t0)
 	}
-	assert.Len(t, l.directs, 1)
-	assert.LessOrEqual(t, l.dpeak, shrinkLanes, "rebuilt since the peak of %d", n)
-	assert.LessOrEqual(t, l.st.peak, shrinkLanes, "and the lanes map with it")
+	assert.Equal(t, 1, l.directs.calls.len())
+	assert.LessOrEqual(t, l.directs.calls.peak, shrinkLanes, "rebuilt since the peak of %d", n)
+	assert.LessOrEqual(t, l.st.lanes.peak, shrinkLanes, "and the lanes map with it")
 }
 
 func TestNilErrorsIsNoError(t *testing.T) {

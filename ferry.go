@@ -108,7 +108,7 @@ func New[K comparable, I, O any](call Call[K, I, O], cfg Config[K, I]) (*Ferry[K
 		f.shards = append(f.shards, s)
 	}
 	for i, s := range f.shards {
-		go newLoop(s, lim, workers, shareOf(workers, n, i)).run()
+		go newLoop(s, lim, workers, shareOf(workers, n, i), i).run()
 	}
 	return f, nil
 }

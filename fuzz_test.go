@@ -63,7 +63,7 @@ func fuzzLimits(r *bytes) limits {
 func checkState[K comparable, E any](s *state[K, E]) error {
 	queued, busy, nready, conts, parked := 0, 0, 0, 0, 0
 	var weight int64
-	for k, l := range s.lanes {
+	for k, l := range s.lanes.all() {
 		if l.key != k {
 			return fmt.Errorf("lane %v is filed under %v", l.key, k)
 		}
@@ -93,43 +93,46 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 		}
 		queued += n
 		weight += w
-		if l.held {
+		if l.cont {
 			conts++
+		}
+		if l.held && l.phase != phaseParked {
+			return fmt.Errorf("lane %v: held but not parked", k)
 		}
 		switch l.phase {
 		case phaseBusy:
 			busy++
-			if l.held {
+			if l.cont {
 				return fmt.Errorf("lane %v: busy and holding a continuation", k)
 			}
 		case phaseReady:
 			nready++
-			if n == 0 && !l.held {
+			if n == 0 && !l.cont {
 				return fmt.Errorf("lane %v: ready and empty", k)
 			}
 		case phaseParked:
 			parked++
-			if !l.held {
+			if !l.cont {
 				return fmt.Errorf("lane %v: parked with no continuation", k)
 			}
-			if l.ever { // held: in no tree
-				if _, ok := s.parks.Get(waitRef[K, E]{due: l.due, seq: l.ref}); ok {
+			if l.held { // held: in no tree
+				if _, ok := s.sched.parks.Get(waitRef[K, E]{due: l.due, seq: l.ref}); ok {
 					return fmt.Errorf("lane %v: held but in the parks tree", k)
 				}
 				parked--
 				break
 			}
-			if r, ok := s.parks.Get(waitRef[K, E]{due: l.due, seq: l.ref}); !ok || r.l != l {
+			if r, ok := s.sched.parks.Get(waitRef[K, E]{due: l.due, seq: l.ref}); !ok || r.l != l {
 				return fmt.Errorf("lane %v: parked but not in the parks tree", k)
 			}
 		case phaseWaiting:
-			if l.held {
+			if l.cont {
 				return fmt.Errorf("lane %v: waiting and holding a continuation", k)
 			}
 			if n == 0 {
 				return fmt.Errorf("lane %v: waiting and empty", k)
 			}
-			if r, ok := s.waiting.Get(waitRef[K, E]{due: l.due, seq: l.ref}); !ok || r.l != l {
+			if r, ok := s.sched.waiting.Get(waitRef[K, E]{due: l.due, seq: l.ref}); !ok || r.l != l {
 				return fmt.Errorf("lane %v: waiting but not in the waiting tree", k)
 			}
 			if l.due != s.deadline(l) {
@@ -142,16 +145,17 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 			return fmt.Errorf("lane %v: empty and idle, yet kept", k)
 		}
 	}
-	if queued != s.queued || weight != s.weight || busy != s.busy || nready != s.nready || conts != s.conts {
+	sc := &s.sched
+	if queued != s.queued || weight != s.weight || busy != s.busy || nready != sc.nready || conts != s.conts {
 		return fmt.Errorf("totals queued=%d weight=%d busy=%d ready=%d conts=%d, lanes sum to %d %d %d %d %d",
-			s.queued, s.weight, s.busy, s.nready, s.conts, queued, weight, busy, nready, conts)
+			s.queued, s.weight, s.busy, sc.nready, s.conts, queued, weight, busy, nready, conts)
 	}
-	if s.parks.Len() != parked {
-		return fmt.Errorf("parks tree holds %d refs, %d lanes parked", s.parks.Len(), parked)
+	if sc.parks.Len() != parked {
+		return fmt.Errorf("parks tree holds %d refs, %d lanes parked", sc.parks.Len(), parked)
 	}
 	var perr error
-	s.parks.Ascend(func(r waitRef[K, E]) bool {
-		if r.l.phase != phaseParked || r.l.ref != r.seq || r.l.due != r.due || s.lanes[r.l.key] != r.l {
+	sc.parks.Ascend(func(r waitRef[K, E]) bool {
+		if r.l.phase != phaseParked || r.l.ref != r.seq || r.l.due != r.due || s.lanes.get(r.l.key) != r.l {
 			perr = fmt.Errorf("parks tree holds a lane that is not parked")
 		}
 		return perr == nil
@@ -164,9 +168,9 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 	}
 	waitingLanes := 0
 	var err error
-	s.waiting.Ascend(func(r waitRef[K, E]) bool {
+	sc.waiting.Ascend(func(r waitRef[K, E]) bool {
 		waitingLanes++
-		if r.l.phase != phaseWaiting || r.l.ref != r.seq || s.lanes[r.l.key] != r.l {
+		if r.l.phase != phaseWaiting || r.l.ref != r.seq || s.lanes.get(r.l.key) != r.l {
 			err = fmt.Errorf("waiting tree holds a lane that is not waiting")
 		}
 		return err == nil
@@ -174,23 +178,23 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 	if err != nil {
 		return err
 	}
-	if nwaiting := s.waiting.Len(); waitingLanes != nwaiting {
+	if nwaiting := sc.waiting.Len(); waitingLanes != nwaiting {
 		return fmt.Errorf("waiting tree holds %d refs, %d lanes", nwaiting, waitingLanes)
 	}
-	if stale := s.ready.Len() - s.nready; stale > s.nready+staleSlack {
-		return fmt.Errorf("ready line holds %d stale refs for %d ready lanes", stale, s.nready)
+	if stale := sc.ready.Len() - sc.nready; stale > sc.nready+staleSlack {
+		return fmt.Errorf("ready line holds %d stale refs for %d ready lanes", stale, sc.nready)
 	}
-	if s.peak < len(s.lanes) || s.peak > shrinkLanes && len(s.lanes) <= s.peak/4 {
-		return fmt.Errorf("lanes map of %d lanes has peak %d: not rebuilt", len(s.lanes), s.peak)
+	if p := s.lanes.peak; p < s.lanes.len() || p > shrinkLanes && s.lanes.len() <= p/4 {
+		return fmt.Errorf("lanes map of %d lanes has peak %d: not rebuilt", s.lanes.len(), p)
 	}
 	if len(s.free) > freeLanes {
 		return fmt.Errorf("%d free lanes kept", len(s.free))
 	}
-	if s.weight < 0 || s.weight > s.lim.queuedWeight || s.queued > s.lim.queued {
+	if s.weight < 0 || s.weight > s.room.w || s.queued > s.room.n {
 		return fmt.Errorf("room over its bounds: %d inputs, weight %d", s.queued, s.weight)
 	}
-	if s.held < 0 || s.heldWeight < 0 || s.held > s.lim.queued-s.queued || s.heldWeight > s.lim.queuedWeight-s.weight {
-		return fmt.Errorf("room over its bounds with what it holds: %d+%d inputs, weight %d+%d", s.queued, s.held, s.weight, s.heldWeight)
+	if e := s.earmarked; e.n < 0 || e.w < 0 || e.n > s.room.n-s.queued || e.w > s.room.w-s.weight {
+		return fmt.Errorf("room over its bounds with what it earmarks: %d+%d inputs, weight %d+%d", s.queued, e.n, s.weight, e.w)
 	}
 	if (s.closed || s.shuttingDown) && waitingLanes > 0 {
 		return fmt.Errorf("%d lanes wait after drain or shutdown", waitingLanes)
@@ -249,8 +253,12 @@ func runState(t *testing.T, data []byte) {
 				busy = append(busy, key)
 			}
 		case 3, 4: // take
-			key, batch, ok := s.take(now, buf[:0])
+			key, batch, cont, ok := s.take(now, buf[:0])
 			buf = batch
+			c, held := conts[key]
+			if cont && held { // the core reports it; the continuation is the test's
+				batch = []int{c}
+			}
 			mkey, mbatch, mok := m.take(now)
 			what = fmt.Sprintf("take = %s %v %v", key, batch, ok)
 			if ok != mok || ok && (key != mkey || !slices.Equal(batch, mbatch)) {
@@ -260,8 +268,9 @@ func runState(t *testing.T, data []byte) {
 				if slices.Contains(busy, key) {
 					t.Fatalf("step %d: took %s while it was busy", step, key)
 				}
-				c, held := conts[key]
 				switch {
+				case cont != held:
+					t.Fatalf("step %d: %s: cont %v, but %s holds a continuation: %v", step, what, cont, key, held)
 				case held && (len(batch) != 1 || batch[0] != c):
 					t.Fatalf("step %d: %s, but %s holds continuation %d", step, what, key, c)
 				case held:
@@ -309,12 +318,12 @@ func runState(t *testing.T, data []byte) {
 			nconts++
 			conts[key] = c
 			if v%5 == 4 { // a failure for good, with HoldPaused: no deadline
-				s.parkHeld(key, c)
+				s.hold(key)
 				m.parkHeld(key, c)
 				what = fmt.Sprintf("hold %s %d", key, c)
 				break
 			}
-			s.park(key, c, d, now)
+			s.park(key, d, now)
 			m.park(key, c, d, now)
 			what = fmt.Sprintf("park %s %d for %v", key, c, d)
 		case 11: // Resume
@@ -327,7 +336,7 @@ func runState(t *testing.T, data []byte) {
 		case 7, 8: // time passes
 			now += time.Duration(r.next()%8) * time.Millisecond
 			what = fmt.Sprintf("now %v", now)
-			if got, want := s.hasReady(now), len(m.ready) > 0 || m.anyDue(now); got != want {
+			if got, want := s.sched.hasReady(now), len(m.ready) > 0 || m.anyDue(now); got != want {
 				t.Fatalf("step %d: hasReady = %v, model says %v", step, got, want)
 			}
 		case 9: // close, rarely
@@ -358,13 +367,13 @@ func runState(t *testing.T, data []byte) {
 				}
 				h := holds[0]
 				holds = holds[1:]
-				s.unhold(len(h.ins), h.total)
+				s.unearmark(len(h.ins), h.total)
 				m.unhold(h.ins)
 				what = fmt.Sprintf("unhold %v", h.ins)
 				if r.next()%2 == 1 {
 					break // let go: checked below
 				}
-				got, want := s.room(len(h.ins), h.total, h.heaviest), m.many(h.ins, h.keys, now)
+				got, want := s.fits(len(h.ins), h.total, h.heaviest), m.many(h.ins, h.keys, now)
 				what = fmt.Sprintf("enter held %v = %d", h.ins, got)
 				if got != want || got != admitted && !s.closed && !s.shuttingDown {
 					t.Fatalf("step %d: %s, model says %d: held room must let its inputs in", step, what, want)
@@ -395,12 +404,12 @@ func runState(t *testing.T, data []byte) {
 		if err := checkState(s); err != nil {
 			t.Fatalf("step %d after %s: %v", step, what, err)
 		}
-		q, w, b, n := s.queued, s.weight, s.busy, len(s.lanes)
-		if q != m.queued || w != m.weight || b != m.busy || n != len(m.lanes) || s.held != m.held || s.heldWeight != m.heldWeight || s.conts != m.conts || s.conts != len(conts) {
+		q, w, b, n := s.queued, s.weight, s.busy, s.lanes.len()
+		if q != m.queued || w != m.weight || b != m.busy || n != len(m.lanes) || s.earmarked.n != m.held || s.earmarked.w != m.heldWeight || s.conts != m.conts || s.conts != len(conts) {
 			t.Fatalf("step %d after %s: queued %d weight %d busy %d lanes %d, model %d %d %d %d",
 				step, what, q, w, b, n, m.queued, m.weight, m.busy, len(m.lanes))
 		}
-		gt, gok := s.earliest()
+		gt, gok := s.sched.earliest()
 		mt, mok := m.earliest()
 		if gok != mok || gok && gt != mt {
 			t.Fatalf("step %d after %s: earliest %v %v, model %v %v", step, what, gt, gok, mt, mok)
@@ -434,7 +443,7 @@ func manyStep(r *bytes, s *state[string, int], m *model, entries *[]fuzzEntry, h
 			total = -1 // the sum passes MaxInt64: DoMany's marker
 		}
 	}
-	got := s.room(n, total, heaviest)
+	got := s.fits(n, total, heaviest)
 	want := m.many
 	if hold {
 		want = m.hold
@@ -443,7 +452,7 @@ func manyStep(r *bytes, s *state[string, int], m *model, entries *[]fuzzEntry, h
 		return "", fmt.Errorf("many(%v %v, hold %v) = %d, model says %d", ks, ins, hold, got, w)
 	}
 	if got == admitted && hold {
-		s.hold(n, total)
+		s.earmark(n, total)
 		*holds = append(*holds, held{ins, ks, total, heaviest})
 	}
 	for i, it := range ins {

@@ -34,8 +34,6 @@ type waiter[K comparable, I, O any] struct {
 
 	after, fin chan struct{} // a direct call's, with OnBatch, written by the loop before errClaimed: see loop.completing
 
-	pb *parkedBatch[K, I, O] // set only on a parked batch's entry in its lane, which is no input: see park.go
-
 	ctx context.Context // with KeepContexts: its caller's, for Callers (see callers.go); the loop never calls it
 }
 

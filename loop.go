@@ -2,7 +2,6 @@ package ferry
 
 import (
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -13,99 +12,76 @@ import (
 // it answers its callers, so it cannot be overtaken by their next Do.
 //
 // loop.go holds the loop's struct, its wake-up (run, receive), its dispatch
-// table (handle), admission, release, dispatch and close. The loop's
-// handlers for a feature live beside that feature's pure type: wait.go
-// (waiting for room), pause.go (paused keys), park.go (batches parked for a
-// retry), rounds.go (Flush), parts.go (a
-// DoMany's parts), direct.go (direct calls and the order of completions) and
-// abandoned.go (callers who give up: drops, and batches abandoned).
+// table (handle), admission, release, dispatch, close and end. The loop's
+// handlers for a feature live beside that feature's component: wait.go,
+// park.go, pause.go, rounds.go, parts.go, direct.go, abandoned.go, share.go.
 
-// loop is the state owned by the loop goroutine. loop: its methods run on
-// the shard's loop goroutine, and on no other.
+// loop is the state owned by the loop goroutine: the wiring, the core, one
+// component per feature, and the counters. loop: its methods run on the
+// shard's loop goroutine, and on no other.
 type loop[K comparable, I, O any] struct {
-	f       *Ferry[K, I, O]
-	s       *shard[K, I, O] // the loop's: its channel, its end and its calls' context
-	lim     limits          // the shard's
-	st      *state[K, *waiter[K, I, O]]
-	alarm   alarm
-	directs map[K]directCall                 // direct calls in flight, by key
-	dpeak   int                              // most directs since the map was rebuilt; see shrink
-	reports map[*waiter[K, I, O]]reported[K] // with OnBatch, direct calls released whose OnBatch runs, by waiter
-	rpeak   int                              // most reports since the map was rebuilt
+	// Wiring, fixed by newLoop.
+	f      *Ferry[K, I, O]
+	s      *shard[K, I, O] // the loop's: its channel, its end and its calls' context
+	lim    limits          // the ferry's configuration
+	shared bool            // several shards share the room and the slots: see share, slots
+	errs   refusals        // the errors of a full room, made once
 
-	// completing holds, for each key whose last batch (or direct call) has
-	// completions to order (Submits' done, OnBatch) still running, a channel
-	// closed once they are over: the next such batch of the key waits for it
-	// before its own (see finish), so that they never overlap and come in order.
-	completing map[K]chan struct{}
+	// The core, and its one timer.
+	st    *state[K, *waiter[K, I, O]]
+	alarm alarm
 
-	waits    waitLine[K, I, O]                   // admissions waiting for room, with WaitForRoom: see wait.go
-	waitSubs map[chan result[O]]*waiter[K, I, O] // the Submits among them, by their word's channel: see leave
-	wpeak    int                                 // most waitSubs since the map was rebuilt; see shrink
-	left     []waitEntry[K, I, O]                // admissions out of the line at once, as the key is paused or the ferry closes
-
-	parks map[K]*parkedBatch[K, I, O] // the batches parked for a retry, by key: see park.go
-	ppeak int                         // most parks since the map was rebuilt; see shrink
-
-	paused  pauses[K]                      // the keys paused, with PauseOnError: see pause.go
-	pausing map[chan struct{}]pauseNote[K] // paused keys' notifiers in flight, by the fin each closes
-	cleared []*waiter[K, I, O]             // a paused key's waiting inputs, as it is paused
-
-	rounds rounds // the Flushes: see rounds.go
-	claims uint64 // direct calls claimed
-	tags   uint64 // batches tagged, with CancelAbandoned: see inFlight
-	notify int    // goroutines calling Submits' done that the loop waits for
-	chains int    // goroutines closing an unused claim's fin that the loop waits for: see endClaim
-
-	closing bool // drained, calls cancelled: ending once busy is 0
-	stopped bool // its workers are stopped, as it ends: see slots.stopWorkers
-	stops   int  // workers it stopped
-	exited  int  // of those, gone
+	// The features, each in the file of its handlers.
+	waits   waiting[K, I, O]   // admissions waiting for room (wait.go)
+	parks   parked[K, I, O]    // batches parked for a retry, or held (park.go)
+	pauses  pausing[K, I, O]   // paused keys, and their notifiers (pause.go)
+	directs directs[K]         // direct calls in flight (direct.go)
+	order   completions[K]     // each key's order of completions (direct.go)
+	rounds  rounds             // Flushes (rounds.go)
+	share   share[K, I, O]     // the room the shards share (share.go)
+	slots   slots[K, I, O]     // the workers it holds, and the slots the shards share (slots.go)
+	life    lifecycle[K, I, O] // its close and its end (here)
+	stamps  stamps             // admission times, for OnBatch (here)
+	out     outbox[K, I, O]    // what a wake-up sends at its end (outbox.go)
 
 	tally Stats     // the counters since New; stats fills in the rest
 	ops   sharedOps // operations on the channels the shards share: see sharedOps
-
-	errFull, errFullWeight error
-	drained                []*waiter[K, I, O]
-
-	shared bool            // several shards share the room and the slots: see share, slots
-	share  share[K, I, O]  // the room the shards share
-	slots  slots[K, I, O]  // the workers it holds, and the slots the shards share
-	batch  []msg[K, I, O]  // one wake-up's messages, with several shards: see receive
-	out    outbox[K, I, O] // what the wake-up sends at its end: see sendOut
-
-	stamps  bool          // OnBatch without a MaxBatchDelay: the loop stamps inputs, see stamp
-	stamped bool          // at is this wake-up's
-	at      time.Duration // by clock
 }
 
-func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own int) *loop[K, I, O] {
+// refusals are the errors of a room full by count or by weight, made once
+// by newLoop. It has no methods.
+type refusals struct{ full, weight error }
+
+// lifecycle is a loop's close and end: whether it closes, and the
+// goroutines it waits for before it ends. loop: the loop owns it.
+type lifecycle[K comparable, I, O any] struct {
+	closing bool               // drained, calls cancelled: ending once nothing is in flight
+	stopped bool               // its workers are stopped, as it ends: see slots.stopWorkers
+	stops   int                // workers it stopped
+	exited  int                // of those, gone
+	notify  int                // goroutines calling Submits' done at close, which it waits for
+	drained []*waiter[K, I, O] // scratch: the inputs a close drains
+}
+
+func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own int, me int) *loop[K, I, O] {
 	f := s.f
 	l := &loop[K, I, O]{
-		f:          f,
-		s:          s,
-		lim:        lim,
-		st:         newState[K, *waiter[K, I, O]](lim),
-		alarm:      newAlarm(),
-		directs:    make(map[K]directCall),
-		reports:    make(map[*waiter[K, I, O]]reported[K]),
-		completing: make(map[K]chan struct{}),
-		stamps:     f.onBatch != nil && !f.stamp,
-		errFull:    fmt.Errorf("%w: the room is full (MaxQueued %d)", ErrRejected, lim.queued),
-		errFullWeight: fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d",
-			ErrRejected, lim.queuedWeight),
-	}
-	l.share = newShare[K, I, O](lim, f.spare, f.waitForRoom, f.shards, slices.Index(f.shards, s), &l.ops)
-	l.slots = slots[K, I, O]{pool: f.slots, shards: len(f.shards), own: own, most: most,
-		start: func() *worker[K, I, O] { return newWorker(f) }, ops: &l.ops}
-	if f.slots.free != nil {
-		l.slots.poke = make(chan struct{}, 1)
-	}
-	if l.shared = f.spare != nil; l.shared { // the room starts in spare: see share
-		l.st.grow(-lim.queued, -sharedWeight(lim))
+		f:      f,
+		s:      s,
+		lim:    lim,
+		st:     newState[K, *waiter[K, I, O]](lim),
+		alarm:  newAlarm(),
+		stamps: stamps{on: f.onBatch != nil && !f.stamp},
+		errs: refusals{fmt.Errorf("%w: the room is full (MaxQueued %d)", ErrRejected, lim.queued),
+			fmt.Errorf("%w: the waiting weight would pass MaxQueuedWeight %d", ErrRejected, lim.queuedWeight)},
 	}
 	if lim.queuedWeight == 0 {
-		l.errFullWeight = fmt.Errorf("%w: the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", ErrRejected)
+		l.errs.weight = fmt.Errorf("%w: the waiting weight would pass MaxInt64 (MaxQueuedWeight 0)", ErrRejected)
+	}
+	l.share = newShare[K, I, O](lim, f.spare, f.waitForRoom, f.shards, me, &l.ops)
+	l.slots = newSlots(f.slots, len(f.shards), own, most, func() *worker[K, I, O] { return newWorker(f) }, &l.ops)
+	if l.shared = f.spare != nil; l.shared { // the room starts in spare: see share
+		l.st.grow(-lim.queued, -sharedWeight(lim))
 	}
 	return l
 }
@@ -114,31 +90,41 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 // handles every message already queued, starts what batches it can and sets
 // the alarm to the next deadline. Time is read once per wake-up. The timer's
 // channel is in the select only while the alarm is set: a timer channel makes
-// every select on it take the timer's lock and read the clock. So is the
-// ferry's slots channel, only while the shard is starved of a slot below its
-// share (see slots); the shard's slots poke, only while it is starved at its
-// share and waits to hear of a slot given back (see slots.wakes); and its
-// room poke, only while it has a reservation on the shared room (WaitForRoom).
+// every select on it take the timer's lock and read the clock. With several
+// shards the select also waits, while the shard is starved, for a slot or a
+// poke that one was given back (see slots.waitOn), and, while it reserves
+// room, for its room's poke (WaitForRoom). The loop blocks nowhere else but
+// in one place: a shard short of room while another keeps some waits for it
+// back within its wake-up (see share.borrowRoom), which no shard does in
+// turn while it waits, so no two wait for each other.
 func (l *loop[K, I, O]) run() {
 	inc := l.s.inc
 	for !l.end() {
 		var fire <-chan time.Time
-		if l.alarm.armed() {
+		if l.alarm.set {
 			fire = l.alarm.t.C
 		}
-		var slot <-chan *worker[K, I, O]
-		if l.slots.parked() {
-			slot = l.slots.pool.free
-			l.ops.add(1) // the select below waits on it
+		if !l.shared {
+			if fire == nil {
+				l.receive(<-inc)
+				continue
+			}
+			select {
+			case m := <-inc:
+				l.receive(m)
+			case <-fire:
+				l.alarm.fired()
+				l.dispatch(l.now())
+			}
+			continue
 		}
-		var poke <-chan struct{}
+		var slot <-chan *worker[K, I, O]
+		var given, poke <-chan struct{}
+		if l.slots.starved {
+			slot, given = l.slots.waitOn()
+		}
 		if l.share.reserved {
 			poke = l.share.poke
-		}
-		given := l.slots.wakes()
-		if fire == nil && slot == nil && poke == nil && given == nil {
-			l.receive(<-inc)
-			continue
 		}
 		select {
 		case m := <-inc:
@@ -149,10 +135,10 @@ func (l *loop[K, I, O]) run() {
 		case wk := <-slot:
 			l.slots.gotSlot(wk)
 			l.dispatch(l.now())
-		case <-poke:
-			l.dispatch(l.now())
 		case <-given:
 			l.slots.poked()
+			l.dispatch(l.now())
+		case <-poke:
 			l.dispatch(l.now())
 		}
 	}
@@ -162,54 +148,50 @@ func (l *loop[K, I, O]) run() {
 // starts what batches it can.
 func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 	now := l.now()
-	l.stamped = false
-	if l.share.spare == nil {
+	l.stamps.stamped = false
+	if !l.shared {
 		l.handle(m, now)
 		for n := len(l.s.inc); n > 0; n-- {
 			l.handle(<-l.s.inc, now)
 		}
 	} else { // read them all first, to borrow the room they ask for at once
-		l.batch = append(l.batch[:0], m)
+		ms := append(l.share.msgs[:0], m)
 		for n := len(l.s.inc); n > 0; n-- {
-			l.batch = append(l.batch, <-l.s.inc)
+			ms = append(ms, <-l.s.inc)
 		}
-		l.borrowRoom(l.batch)
-		l.heedEnd() // before the admissions: refused, if the ferry's end has begun
-		for _, m := range l.batch {
+		l.borrowRoom(ms)
+		if l.share.end != 0 {
+			l.heedEnd() // before the admissions: refused, as the ferry's end has begun
+		}
+		for _, m := range ms {
 			l.handle(m, now)
 		}
-		clear(l.batch)
-	}
-	// Each feature that is off is skipped here, at its if.
-	if l.f.waitForRoom {
-		l.admitWaiting(now) // into what the messages freed, before it is lent
-	}
-	if l.shared {
-		l.giveBackRoom() // what the messages freed, before their words: see replyAfterLend
+		clear(ms)
+		l.share.msgs = ms
 	}
 	if l.rounds.cur != nil {
 		l.settle() // before dispatch, as a round it starts makes lanes due
 	}
-	if l.outPending() {
-		l.sendOut() // the words, then the Flushes' answers
-	}
 	l.dispatch(now)
-}
-
-// outPending reports whether the outbox holds anything to send.
-func (l *loop[K, I, O]) outPending() bool {
-	o := &l.out
-	return len(o.words)+len(o.cancels)+len(o.flushes)+len(o.starts) > 0
 }
 
 // now is the time since the ferry's origin (its clock), read only when
 // deadlines exist: with zero delay and no lane parked the core never looks
 // at it, and it is 0.
 func (l *loop[K, I, O]) now() time.Duration {
-	if l.lim.delay == 0 && !l.st.parked() {
+	if l.lim.delay == 0 && (l.f.retry == nil || !l.st.parked()) {
 		return 0
 	}
 	return l.f.clock()
+}
+
+// timeNow is now, the wake-up's time, or the clock if now is not one: with
+// no delay, the loop reads no clock unless a lane is parked (see now).
+func (l *loop[K, I, O]) timeNow(now time.Duration) time.Duration {
+	if l.lim.delay == 0 && now == 0 {
+		return l.f.clock()
+	}
+	return now
 }
 
 // handle is the loop's dispatch table: one call per message kind.
@@ -217,7 +199,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	switch m.op {
 	case opAdmit:
 		l.admit(m.w, now)
-	case opAdmitMany, opHold, opUnhold:
+	case opAdmitMany, opEarmark, opUnearmark:
 		l.admitPart(m.g, m.part, m.op, now)
 	case opDrop:
 		l.drop(m.w, now)
@@ -232,23 +214,25 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	case opPark:
 		l.park(m)
 	case opReported:
-		l.reported(m.w, m.panicked)
+		l.reported(m.fin)
 	case opNotified:
-		l.notified(m.fin, m.panicked)
+		l.notified(m.fin)
 	case opChained:
-		l.chains--
+		l.directs.chains--
 	case opDonePanicked:
 		l.tally.DonePanics++
 	case opOnBatchPanicked:
 		l.tally.OnBatchPanics++
+	case opOnPausePanicked:
+		l.tally.OnPausePanics++
 	case opFlush:
 		l.flush(m.flushed)
 	case opExit:
-		l.exited++
+		l.life.exited++
 	case opStats:
 		m.stats <- l.stats()
 	case opPaused:
-		l.pausedKeys(m.paused)
+		m.paused <- l.pauses.keys.list()
 	case opClose:
 		l.close()
 	case opShutdown:
@@ -260,7 +244,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	case opLeave:
 		l.leave(m)
 	case opGiveBack:
-		l.share.pressed = true // give back all the room spare as the wake-up ends
+		l.share.press() // give back all the room kept as the wake-up ends
 	}
 }
 
@@ -268,7 +252,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 // call, or refuses it, and gives its caller the word; with WaitForRoom, it
 // waits for room behind those already waiting, or if the room lacks it.
 func (l *loop[K, I, O]) admit(w *waiter[K, I, O], now time.Duration) {
-	if l.f.waitForRoom && l.waits.len() > 0 && l.admits() && !l.refusesAtOnce(w) {
+	if l.f.waitForRoom && l.waits.line.len() > 0 && l.admits() && !l.refusesAtOnce(w) {
 		l.wait(w)
 		return
 	}
@@ -282,7 +266,7 @@ func (l *loop[K, I, O]) admit(w *waiter[K, I, O], now time.Duration) {
 // is to wait for room (WaitForRoom, a room full for it).
 func (l *loop[K, I, O]) letIn(w *waiter[K, I, O], now time.Duration) bool {
 	if l.f.pauseOnError {
-		if err, ok := l.paused.of(w.key); ok && l.admits() {
+		if err, ok := l.pauses.keys.of(w.key); ok && l.admits() {
 			w.c <- result[O]{err: err}
 			return true
 		}
@@ -296,7 +280,9 @@ func (l *loop[K, I, O]) letIn(w *waiter[K, I, O], now time.Duration) bool {
 	}
 	switch o {
 	case admitted:
-		l.stamp(w) // after admit: with OnBatch, delay is 0 and the core keeps no time
+		if l.stamps.on { // after admit: with OnBatch, delay is 0 and the core keeps no time
+			l.stamp(w)
+		}
 		w.tk = tk
 		l.tally.Admitted++
 		if w.done != nil {
@@ -305,7 +291,7 @@ func (l *loop[K, I, O]) letIn(w *waiter[K, I, O], now time.Duration) bool {
 	case claimed:
 		l.claim(w)
 	case overHeld:
-		w.c <- result[O]{err: l.paused.err(w.key)}
+		w.c <- result[O]{err: l.pauses.keys.err(w.key)}
 	case rejectedFull:
 		if l.f.waitForRoom {
 			return false
@@ -322,24 +308,84 @@ func (l *loop[K, I, O]) letIn(w *waiter[K, I, O], now time.Duration) bool {
 // after, ErrClosed, as every other input.
 func (l *loop[K, I, O]) admits() bool { return !l.st.closed && !l.st.shuttingDown }
 
-// releaseSlot frees m.key, whose call is over: a worker's (its context is freed)
+// stamps is how the loop stamps the inputs it admits with their submission
+// time, for OnBatch's Wait, when callers do not stamp their own (no
+// MaxBatchDelay): the clock is read once per wake-up that admits. It has no
+// methods; the loop owns it (see stamp).
+type stamps struct {
+	on      bool          // OnBatch without a MaxBatchDelay
+	stamped bool          // at is this wake-up's
+	at      time.Duration // by clock
+}
+
+// stamp gives w, as it is admitted, the time of this wake-up as its
+// submission time. The stamp is later than the caller's by the input's time
+// in the inbound channel.
+func (l *loop[K, I, O]) stamp(w *waiter[K, I, O]) {
+	if !l.stamps.stamped {
+		l.stamps.at, l.stamps.stamped = l.f.clock(), true
+	}
+	w.at = l.stamps.at
+}
+
+// reject is the error for n inputs weighing total, the heaviest heaviest, that the room
+// did not admit with outcome o, and counts all of them as rejected, for the
+// same reason: all the inputs of a DoMany over several shards, if not n.
+func (l *loop[K, I, O]) reject(o outcome, n int, heaviest, total int64, all int) error {
+	if o == refused {
+		return ErrClosed
+	}
+	l.tally.Rejected += uint64(all)
+	lim := l.lim
+	unused := l.st.unused().n // the shard's: with several, of what it holds of the shared room
+	// Inputs that no room could hold are refused for that (with several
+	// shards, their shard borrowed no room for them: see share.need); the
+	// others for what the room lacks now.
+	tooHeavy := lim.queuedWeight > 0 && total > lim.queuedWeight
+	switch {
+	case o == rejectedHeavy:
+		l.tally.RejectedHeavy += uint64(all)
+	case n > lim.queued || n > unused && !tooHeavy:
+		l.tally.RejectedFull += uint64(all)
+	default:
+		l.tally.RejectedWeight += uint64(all)
+	}
+	switch {
+	case o == rejectedHeavy && lim.queuedWeight > 0 && heaviest > lim.queuedWeight:
+		return fmt.Errorf("%w: input weight %d is more than MaxQueuedWeight %d", ErrRejected, heaviest, lim.queuedWeight)
+	case o == rejectedHeavy:
+		return fmt.Errorf("%w: the inputs' total weight passes MaxInt64", ErrRejected)
+	case n > lim.queued:
+		return fmt.Errorf("%w: %d inputs, more than MaxQueued %d", ErrRejected, n, lim.queued)
+	case n == 1 && unused < 1:
+		return l.errs.full
+	case n == 1:
+		return l.errs.weight
+	case n > unused && !tooHeavy: // all of a DoMany's inputs, some perhaps in other shards
+		return fmt.Errorf("%w: %d inputs, more than the room has free (MaxQueued %d)", ErrRejected, all, lim.queued)
+	}
+	return fmt.Errorf("%w (%d inputs)", l.errs.weight, all)
+}
+
+// release frees m.key, whose call is over: a worker's (its context is freed)
 // or a direct call's (see endDirect); then pauses the key if the call failed
-// for good, with PauseOnError.
+// for good, with PauseOnError (with HoldPaused, a direct call's failure
+// holds its lane: see holdDirect).
 func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
-	held := l.f.hold && m.fail != nil && l.admits() // a worker's batch with inputs to hold holds with opPark
-	if !held {
+	holds := m.fail != nil && l.f.hold && l.admits() // a worker's batch with inputs to hold holds with opPark
+	if !holds {
 		l.st.release(m.key, now)
 	}
 	if m.worker != byCaller {
-		if wk := l.slots.workers[m.worker]; wk.cancel != nil {
-			wk.cancel(nil) // the call is over: free its context
-			wk.tag, wk.live, wk.cancel = 0, 0, nil
+		if fl := l.slots.workers[m.worker].fl; fl.cancel != nil {
+			fl.cancel(nil) // the call is over: free its context
+			fl.cancel = nil
 		}
 	} else {
 		l.endDirect(m)
 	}
 	switch { // after endDirect, which may give the key's completions back
-	case held:
+	case holds:
 		l.holdDirect(m.key, m.fail, m.order)
 	case m.fail != nil && !l.f.hold: // with HoldPaused nothing holds once shutting down
 		l.pause(m.key, m.fail, m.order)
@@ -357,134 +403,83 @@ func (l *loop[K, I, O]) shutdown() {
 	}
 }
 
-// stamp gives w, as it is admitted, the time of this wake-up as its
-// submission time, for OnBatch's Wait, if callers do not stamp their own: the
-// clock is read once per wake-up that admits, not once per input. The stamp
-// is later than the caller's by the input's time in the inbound channel.
-func (l *loop[K, I, O]) stamp(w *waiter[K, I, O]) {
-	if !l.stamps {
-		return
-	}
-	if !l.stamped {
-		l.at, l.stamped = l.f.clock(), true
-	}
-	w.at = l.at
-}
-
-// reject is the error for n inputs weighing total, the heaviest heaviest, that the room
-// did not admit with outcome o, and counts all of them as rejected, for the
-// same reason: all the inputs of a DoMany over several shards, if not n.
-func (l *loop[K, I, O]) reject(o outcome, n int, heaviest, total int64, all int) error {
-	if o == refused {
-		return ErrClosed
-	}
-	l.tally.Rejected += uint64(all)
-	lim := l.lim
-	spare, _ := l.st.spare() // the shard's: with several, what it holds of the shared room
-	// Inputs that no room could hold are refused for that (with several
-	// shards, their shard borrowed no room for them: see share.need); the
-	// others for what the room lacks now.
-	tooHeavy := lim.queuedWeight > 0 && total > lim.queuedWeight
-	switch {
-	case o == rejectedHeavy:
-		l.tally.RejectedHeavy += uint64(all)
-	case n > lim.queued || n > spare && !tooHeavy:
-		l.tally.RejectedFull += uint64(all)
-	default:
-		l.tally.RejectedWeight += uint64(all)
-	}
-	switch {
-	case o == rejectedHeavy && lim.queuedWeight > 0 && heaviest > lim.queuedWeight:
-		return fmt.Errorf("%w: input weight %d is more than MaxQueuedWeight %d", ErrRejected, heaviest, lim.queuedWeight)
-	case o == rejectedHeavy:
-		return fmt.Errorf("%w: the inputs' total weight passes MaxInt64", ErrRejected)
-	case n > lim.queued:
-		return fmt.Errorf("%w: %d inputs, more than MaxQueued %d", ErrRejected, n, lim.queued)
-	case n == 1 && spare < 1:
-		return l.errFull
-	case n == 1:
-		return l.errFullWeight
-	case n > spare && !tooHeavy: // all of a DoMany's inputs, some perhaps in other shards
-		return fmt.Errorf("%w: %d inputs, more than the room has spare (MaxQueued %d)", ErrRejected, all, lim.queued)
-	}
-	return fmt.Errorf("%w (%d inputs)", l.errFullWeight, all)
-}
-
 // idleWorker frees worker id, which has answered its batch, and counts what
 // its batch owed the round in progress.
 func (l *loop[K, I, O]) idleWorker(id int) {
-	wk := l.slots.workers[id]
-	if wk.fin != nil {
-		l.done(wk.key, wk.fin)
-		var zero K
-		wk.fin, wk.key = nil, zero
+	fl := l.slots.workers[id].fl
+	if fl.fin != nil {
+		l.order.done(fl.key, fl.fin)
 	}
 	if l.rounds.cur != nil {
-		l.rounds.paid(wk.owe)
+		l.rounds.paid(fl.owe)
 	}
-	wk.owe = owed{}
-	if cap(wk.buf) > keepCap {
-		wk.buf = nil
+	fl.owe = owed{}
+	if cap(fl.batch) > keepCap {
+		fl.batch = nil
 	}
 	l.slots.releaseSlot(id)
 }
 
 // dispatch lets in the admissions waiting for room that the room holds, and
 // starts a batch on every idle worker while a lane is ready, again while the
-// batches taken free room for those waiting; then it lends what room the
-// shard holds spare, and sets the alarm to the earliest deadline left, which
-// is in the future if a worker is idle.
+// batches taken free room for those waiting; then it gives back what room
+// the shard keeps unused, sends what the wake-up's handlers put in the
+// outbox, and sets the alarm to the earliest deadline left, which is in the
+// future if a worker is idle.
 func (l *loop[K, I, O]) dispatch(now time.Duration) {
-	st := l.st
-	if l.shared {
-		l.slots.dispatching() // only a shard of several starves
+	if l.slots.starved || l.slots.waiting { // only a shard of several starves
+		l.slots.dispatching()
 	}
 	for {
 		if l.f.waitForRoom {
 			l.admitWaiting(now)
 		}
-		if !l.take(now) || !l.f.waitForRoom || l.waits.len() == 0 {
+		if !l.take(now) || !l.f.waitForRoom || l.waits.line.len() == 0 {
 			break
 		}
 	}
 	if l.shared {
-		l.slots.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
-		l.giveBackRoom()            // before the batches start: their callers may come back to another shard
+		if len(l.slots.idle) > 0 || l.slots.gave > 0 {
+			l.slots.giveBackIdleSlots() // none unused if starved; else no lane is ready, or no worker is free
+		}
+		l.giveBackRoom() // before the words and batches: their callers may come back to another shard
 	}
-	if l.outPending() {
-		l.sendOut() // the words of the admissions waiting let in, then the batches
+	if o := &l.out; len(o.words)+len(o.cancels)+len(o.flushes)+len(o.starts) > 0 {
+		l.sendOut()
+	}
+	if l.lim.delay == 0 && l.f.retry == nil {
+		return // no deadlines: a held lane has none
 	}
 	// With every worker busy, or no slot, nothing can start before a release
 	// or a slot, which wake the loop anyway; a due lane must not keep the
 	// alarm ringing meanwhile.
-	t, ok := st.earliest()
+	t, ok := l.st.sched.earliest()
 	if ok {
 		now = l.timeNow(now) // a lane parked in this wake-up, with no delay
 	}
 	l.alarm.arm(t, ok && l.slots.mayTake(), now)
 }
 
-// takeSlot starts a batch on every idle worker while a lane is ready, and
+// take starts a batch on every idle worker while a lane is ready, and
 // reports whether it took any: room freed, for the admissions waiting.
 func (l *loop[K, I, O]) take(now time.Duration) bool {
-	st := l.st
 	took := false
-	for st.hasReady(now) {
+	for l.st.sched.hasReady(now) {
 		id, ok := l.slots.takeSlot()
 		if !ok {
 			break
 		}
 		wk := l.slots.workers[id]
-		key, batch, _ := st.take(now, wk.buf[:0])
-		if pb := batch[0].pb; pb != nil { // a parked batch, due
-			clear(batch)
-			l.takeParked(id, wk, key, pb)
+		key, batch, cont, _ := l.st.take(now, wk.fl.batch[:0])
+		if cont { // a parked batch, due
+			l.takeParked(id, wk, key)
 			continue
 		}
-		wk.buf, wk.idle, wk.owe = batch, false, owed{}
+		*wk.fl = flight[K, I, O]{key: key, batch: batch, ctx: l.s.ctx}
+		fl := wk.fl
+		wk.idle = false
 		l.tally.Batches++
 		l.tally.Taken += uint64(len(batch))
-		j := job[K, I, O]{s: l.s, id: int32(id), key: key, batch: batch, ctx: l.s.ctx}
 		if l.rounds.cur != nil { // what the batch owes the round in progress
 			n, seq := 0, l.rounds.seq()
 			for _, w := range batch {
@@ -492,19 +487,28 @@ func (l *loop[K, I, O]) take(now time.Duration) bool {
 					n++
 				}
 			}
-			wk.owe = l.rounds.owe(n)
+			fl.owe = l.rounds.owe(n)
 		}
 		if l.f.onBatch != nil || hasSubmit(batch) { // its completions come after the key's last
-			j.after, j.fin = l.place(key)
-			wk.fin, wk.key = j.fin, key
+			fl.after, fl.fin = l.order.place(key)
 		}
 		if l.f.cancelAbandoned { // after the round's look at the tickets
-			j.ctx = l.watch(id, wk, batch)
+			l.watch(id, fl)
 		}
-		l.out.starts = append(l.out.starts, j)
+		l.out.starts = append(l.out.starts, job[K, I, O]{s: l.s, id: int32(id), fl: fl})
 		took = true
 	}
 	return took
+}
+
+// hasSubmit reports whether a Submit's input is among ws.
+func hasSubmit[K comparable, I, O any](ws []*waiter[K, I, O]) bool {
+	for _, w := range ws {
+		if w.done != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // close drains the room, answering every waiting caller with ErrClosed, and
@@ -512,31 +516,27 @@ func (l *loop[K, I, O]) take(now time.Duration) bool {
 // a child of its caller's, and cancelling it calls that context's Done and
 // Value methods, which are user code: each runs on a goroutine of its own.
 func (l *loop[K, I, O]) close() {
-	if l.closing {
+	if l.life.closing {
 		return
 	}
-	l.closing = true
+	l.life.closing = true
 	l.closeWaits()
-	l.drained = l.st.drain(l.drained[:0])
+	l.life.drained = l.st.drain(l.life.drained[:0])
 	var subs []*waiter[K, I, O]
-	for _, i := range refuse(l.drained, ErrClosed, nil) {
-		subs = append(subs, l.drained[i])
+	for _, i := range refuse(l.life.drained, ErrClosed, nil) {
+		subs = append(subs, l.life.drained[i])
 	}
 	if len(subs) > 0 { // done is user code: off the loop, which waits for it
-		l.notify++
-		var after []chan struct{} // the completions of batches in flight come first
-		for _, c := range l.completing {
-			after = append(after, c)
+		l.life.notify++
+		after, fin := l.order.all(), make(chan struct{}) // after the completions of the batches in flight
+		for _, w := range subs {
+			l.order.last.put(w.key, fin) // and before any that a failure handled after the close brings
 		}
-		go callDoneAll(l.s, subs, ErrClosed, after)
+		go callDoneAll(l.s, subs, ErrClosed, after, fin)
 	}
-	clear(l.drained)
+	clear(l.life.drained)
 	l.s.cancel(ErrClosed)
-	for _, d := range l.directs {
-		if d.cancel != nil {
-			l.out.cancels = append(l.out.cancels, d.cancel)
-		}
-	}
+	l.out.cancels = l.directs.cancels(l.out.cancels)
 	for _, c := range l.rounds.abort() {
 		l.out.flushes = append(l.out.flushes, flushAnswer{c, ErrClosed})
 	}
@@ -552,18 +552,18 @@ func (l *loop[K, I, O]) end() bool {
 		l.close()
 		l.sendOut()
 	}
-	if !l.closing || st.busy > 0 || st.conts > 0 || l.notify > 0 || l.chains > 0 || len(l.pausing) > 0 || l.slots.busy() > 0 || len(l.reports) > 0 {
+	if !l.life.closing || !st.idle() || l.life.notify > 0 || l.directs.pending() || l.pauses.notes.len() > 0 || l.slots.busy() > 0 {
 		return false
 	}
-	if !l.stopped {
-		l.stopped = true
-		l.stops = l.slots.stopWorkers(l.s)
+	if !l.life.stopped {
+		l.life.stopped = true
+		l.life.stops = l.slots.stopWorkers(l.s)
 	}
-	if l.exited < l.stops {
+	if l.life.exited < l.life.stops {
 		return false
 	}
 	l.alarm.t.Stop()
-	l.s.last, l.s.lastPaused = l.stats(), l.paused.list()
+	l.s.last, l.s.lastPaused = l.stats(), l.pauses.keys.list()
 	l.s.ops = l.ops
 	close(l.s.done)
 	// Every message sent before done was closed is in inc now. await waits
@@ -572,11 +572,11 @@ func (l *loop[K, I, O]) end() bool {
 		switch m := <-l.s.inc; m.op {
 		case opAdmit:
 			m.w.c <- result[O]{err: ErrClosed}
-		case opAdmitMany, opHold, opBorrowWait:
+		case opAdmitMany, opEarmark, opBorrowWait:
 			p := &m.g.parts[m.part]
 			p.err = ErrClosed
 			p.c <- struct{}{}
-		case opUnhold, opDropMany:
+		case opUnearmark, opDropMany:
 			m.g.parts[m.part].c <- struct{}{}
 		case opFlush:
 			m.flushed <- ErrClosed
@@ -591,10 +591,10 @@ func (l *loop[K, I, O]) end() bool {
 
 func (l *loop[K, I, O]) stats() Stats {
 	st, t := l.st, l.tally
-	t.Queued, t.Weight, t.Busy, t.Lanes = st.queued, st.weight, st.busy, len(st.lanes)
-	t.Paused = l.paused.count()
+	t.Queued, t.Weight, t.Busy, t.Lanes = st.queued, st.weight, st.busy, st.lanes.len()
+	t.Paused = l.pauses.keys.count()
 	t.Parked = st.conts
-	t.WaitingForRoom = l.waits.inputs()
+	t.WaitingForRoom = l.waits.line.inputs()
 	t.Waiting = t.WaitingForRoom // the deprecated name
 	return t
 }

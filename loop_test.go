@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -33,9 +34,9 @@ func testLoop(t *testing.T, lim limits, set func(f *Ferry[string, in, int])) *tl
 	s := &shard[string, in, int]{f: f, inc: make(chan tm, 64), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	f.shards = []*shard[string, in, int]{s}
-	l := newLoop(s, lim, 2, 0)
+	l := newLoop(s, lim, 2, 0, 0)
 	l.slots.start = func() *worker[string, in, int] {
-		return &worker[string, in, int]{jobs: make(chan job[string, in, int], 1)}
+		return &worker[string, in, int]{jobs: make(chan job[string, in, int], 1), fl: new(flight[string, in, int])}
 	}
 	t.Cleanup(func() { l.alarm.t.Stop() })
 	return l
@@ -78,7 +79,7 @@ func jobOf(l *tl, id int) []*tw {
 	}
 	select {
 	case j := <-l.slots.workers[id].jobs:
-		return j.batch
+		return j.fl.batch
 	default:
 		return nil
 	}
@@ -165,16 +166,16 @@ func TestLoopDrop(t *testing.T) {
 	l.s.inc <- tm{op: opAdmit, w: b}
 	l.receive(tm{op: opAdmit, w: a})
 	ja := <-l.slots.workers[0].jobs
-	require.Equal(t, []*tw{a}, ja.batch)
+	require.Equal(t, []*tw{a}, ja.fl.batch)
 	require.Equal(t, []*tw{b}, jobOf(l, 1))
-	require.NoError(t, ja.ctx.Err(), "its call has a context of its own")
+	require.NoError(t, ja.fl.ctx.Err(), "its call has a context of its own")
 
 	l.receive(tm{op: opDrop, w: a})
 	assert.Equal(t, errKept, word(t, a.c), "taken: kept")
 	assert.True(t, a.gone)
-	assert.ErrorIs(t, context.Cause(ja.ctx), ErrAbandoned, "cancelled once its one caller gave up")
+	assert.ErrorIs(t, context.Cause(ja.fl.ctx), ErrAbandoned, "cancelled once its one caller gave up")
 	l.receive(tm{op: opRelease, key: "a", worker: 0})
-	assert.Nil(t, l.slots.workers[0].cancel, "freed at its release")
+	assert.Nil(t, l.slots.workers[0].fl.cancel, "freed at its release")
 
 	l2 := testLoop(t, limits{batchSize: 4, queued: 4, delay: time.Hour}, nil)
 	w := ltDo("a")
@@ -252,7 +253,7 @@ func TestLoopWaitLine(t *testing.T) {
 	noWord(t, c.c, "c waits")
 	assert.Equal(t, 5, l.stats().WaitingForRoom)
 	assert.Equal(t, 5, l.stats().Waiting, "the deprecated name, filled in")
-	assert.Equal(t, 4, l.waits.len())
+	assert.Equal(t, 4, l.waits.line.len())
 
 	l.receive(tm{op: opLeave, word: e.c})
 	assert.Equal(t, errDropped, word(t, e.c), "e left the line")
@@ -371,7 +372,7 @@ func TestLoopCloseDrain(t *testing.T) {
 		l.receive(tm{op: opIdle, worker: int32(id)})
 	}
 	assert.False(t, l.end(), "its workers stop")
-	assert.Equal(t, 2, l.stops)
+	assert.Equal(t, 2, l.life.stops)
 	l.receive(tm{op: opExit})
 	assert.False(t, l.end(), "one worker left")
 	late, stats := ltDo("z"), make(chan Stats, 1)
@@ -394,21 +395,21 @@ func TestLoopCloseDrain(t *testing.T) {
 	assert.Equal(t, ErrClosed, <-lf)
 }
 
-// A DoMany's part: all of its inputs in, or none; room held and let go
+// A DoMany's part: all of its inputs in, or none; room earmarked and let go
 // over several shards; a drop of what still waits.
 func TestLoopParts(t *testing.T) {
 	l := testLoop(t, limits{batchSize: 4, queued: 3, delay: time.Hour}, nil)
 	g := ltGroup("a", "b")
-	l.receive(partMsg(opHold, g))
+	l.receive(partMsg(opEarmark, g))
 	<-g.parts[0].c
-	assert.True(t, g.parts[0].held)
+	assert.True(t, g.parts[0].earmarked)
 	big := ltGroup("c", "d")
 	l.receive(partMsg(opAdmitMany, big))
 	<-big.parts[0].c
-	assert.ErrorIs(t, big.parts[0].err, ErrRejected, "the held room is not free")
-	l.receive(partMsg(opUnhold, g))
+	assert.ErrorIs(t, big.parts[0].err, ErrRejected, "the earmarked room is not free")
+	l.receive(partMsg(opUnearmark, g))
 	<-g.parts[0].c
-	assert.False(t, g.parts[0].held)
+	assert.False(t, g.parts[0].earmarked)
 	l.receive(partMsg(opAdmitMany, g))
 	<-g.parts[0].c
 	assert.NoError(t, g.parts[0].err)
@@ -439,14 +440,15 @@ func TestLoopDirect(t *testing.T) {
 	l.receive(tm{op: opStart, key: "a", cancel: func(error) { cancelled++ }})
 	f1 := make(chan error, 1)
 	l.receive(tm{op: opFlush, flushed: f1})
-	l.receive(tm{op: opRelease, key: "a", worker: byCaller, w: a})
+	l.receive(tm{op: opRelease, key: "a", worker: byCaller, fin: a.fin})
 	assert.Empty(t, f1, "its OnBatch is to come")
-	assert.Len(t, l.reports, 1)
+	assert.Equal(t, 1, l.directs.reports.len())
 	close(a.fin)
-	l.receive(tm{op: opReported, w: a, panicked: true})
+	l.s.inc <- tm{op: opReported, fin: a.fin}
+	l.receive(tm{op: opOnBatchPanicked})
 	assert.NoError(t, <-f1)
-	assert.Empty(t, l.reports)
-	assert.Empty(t, l.completing, "the key's completions are over")
+	assert.Zero(t, l.directs.reports.len())
+	assert.Zero(t, l.order.last.len(), "the key's completions are over")
 	assert.Equal(t, uint64(1), l.stats().OnBatchPanics)
 
 	b, b2 := ltDo("b"), ltDo("b")
@@ -481,7 +483,7 @@ func TestLoopNeedIsWhatTheCoreTakes(t *testing.T) {
 			case 1:
 				l.handle(tm{op: opAdmit, w: ltSub(k)}, t0)
 			default:
-				ln := l.st.lanes[k]
+				ln := l.st.lanes.get(k)
 				if ln == nil || ln.phase != phaseBusy {
 					continue
 				}
@@ -503,7 +505,7 @@ func TestLoopNeedIsWhatTheCoreTakes(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		history(l, r)
 		history(twin, rand.New(rand.NewPCG(seed, 7)))
-		n, w := l.st.queued+l.st.held, l.st.weight+l.st.heldWeight
+		n, w := l.st.queued+l.st.earmarked.n, l.st.weight+l.st.earmarked.w
 		var ms []tm
 		for range 1 + r.IntN(10) {
 			k := keys[r.IntN(len(keys))]
@@ -519,7 +521,7 @@ func TestLoopNeedIsWhatTheCoreTakes(t *testing.T) {
 			case 3:
 				m = tm{op: opResume, key: k}
 			default:
-				ln := l.st.lanes[k]
+				ln := l.st.lanes.get(k)
 				if ln == nil || ln.phase != phaseBusy {
 					continue
 				}
@@ -528,19 +530,24 @@ func TestLoopNeedIsWhatTheCoreTakes(t *testing.T) {
 			ms = append(ms, m)
 			l.handle(m, t0)
 		}
-		took := budget{l.st.queued + l.st.held - n, l.st.weight + l.st.heldWeight - w}
-		require.Equal(t, took, twin.share.need(ms, twin.st, &twin.paused), "seed %d", seed)
+		took := budget{l.st.queued + l.st.earmarked.n - n, l.st.weight + l.st.earmarked.w - w}
+		require.Equal(t, took, twin.share.need(ms, twin.st, &twin.pauses.keys), "seed %d", seed)
 	}
+}
+
+// withRetry gives the ferry a Retry, as a loop parks only with one: the
+// loop then reads the clock and sets its alarm for parks.
+func withRetry(f *Ferry[string, in, int]) {
+	f.retry = func(string, int, error) (time.Duration, bool) { return 0, false }
 }
 
 // ltPark is the opPark worker id sends for job j, whose one attempt failed,
 // to retry its inputs idx after d.
 func ltPark(j job[string, in, int], id int, d time.Duration, idx ...int) tm {
-	n := len(j.batch)
-	pb := &parkedBatch[string, in, int]{batch: j.batch, ctx: j.ctx, after: j.after, fin: j.fin, d: d,
-		outs: make([]int, n), errs: make(Errors, n), idx: idx, attempt: 1}
-	pb.w = &tw{pb: pb}
-	return tm{op: opPark, key: j.key, worker: int32(id), park: pb}
+	fl := j.fl
+	n := len(fl.batch)
+	fl.outs, fl.errs, fl.idx, fl.attempt, fl.backoff = make([]int, n), make(Errors, n), idx, fl.attempt+1, d
+	return tm{op: opPark, key: fl.key, worker: int32(id), fl: fl}
 }
 
 // A park frees its worker at once and holds its key: the key's later input
@@ -550,18 +557,18 @@ func ltPark(j job[string, in, int], id int, d time.Duration, idx ...int) tm {
 // (b waits); resume not unparking (no job); takeParked keeping the gone
 // input; startRound not counting parks (the Flush answered early).
 func TestLoopPark(t *testing.T) {
-	l := testLoop(t, limits{batchSize: 2, queued: 8}, nil)
+	l := testLoop(t, limits{batchSize: 2, queued: 8}, withRetry)
 	a1, a2 := ltDo("a"), ltDo("a")
 	l.s.inc <- tm{op: opAdmit, w: a2}
 	l.receive(tm{op: opAdmit, w: a1})
 	j := <-l.slots.workers[0].jobs
-	require.Equal(t, []*tw{a1, a2}, j.batch)
+	require.Equal(t, []*tw{a1, a2}, j.fl.batch)
 	l.receive(ltPark(j, 0, time.Hour, 0, 1))
 	assert.Zero(t, l.slots.busy(), "the worker is free")
 	st := l.stats()
 	assert.Equal(t, 1, st.Parked)
 	assert.Zero(t, st.Busy)
-	assert.True(t, l.alarm.armed(), "for the park's deadline")
+	assert.True(t, l.alarm.set, "for the park's deadline")
 	assert.InDelta(t, float64(l.f.clock()+time.Hour), float64(l.alarm.at), float64(time.Minute))
 
 	a3, b := ltDo("a"), ltDo("b")
@@ -577,9 +584,9 @@ func TestLoopPark(t *testing.T) {
 
 	l.receive(tm{op: opResume, key: "a"})
 	j2 := <-l.slots.workers[1].jobs
-	require.NotNil(t, j2.park, "the parked batch, as a3 waits")
-	assert.Equal(t, []*tw{a1, a2}, j2.batch)
-	assert.Equal(t, []int{1}, j2.park.idx, "a1's caller gave up")
+	require.NotZero(t, j2.fl.attempt, "the parked batch, as a3 waits")
+	assert.Equal(t, []*tw{a1, a2}, j2.fl.batch)
+	assert.Equal(t, []int{1}, j2.fl.idx, "a1's caller gave up")
 	assert.Zero(t, l.stats().Parked)
 	assert.Equal(t, uint64(2), l.stats().Batches, "a retry is no new batch")
 
@@ -603,7 +610,7 @@ func TestLoopPark(t *testing.T) {
 // has been answered. Mutations: drain leaving parks parked (no job);
 // startRound not counting parks; end not counting a parked batch.
 func TestLoopParkFlushAndClose(t *testing.T) {
-	l := testLoop(t, limits{batchSize: 1, queued: 8}, nil)
+	l := testLoop(t, limits{batchSize: 1, queued: 8}, withRetry)
 	a := ltDo("a")
 	l.receive(tm{op: opAdmit, w: a})
 	j := <-l.slots.workers[0].jobs
@@ -613,18 +620,65 @@ func TestLoopParkFlushAndClose(t *testing.T) {
 	assert.Empty(t, f1, "the park is owed")
 	l.receive(tm{op: opResume, key: "a"})
 	j2 := <-l.slots.workers[0].jobs
-	require.NotNil(t, j2.park)
+	require.NotZero(t, j2.fl.attempt)
 	l.receive(ltPark(j2, 0, time.Duration(math.MaxInt64), 0)) // parked again: still owed
 	assert.Empty(t, f1)
 	l.receive(tm{op: opClose})
 	assert.Equal(t, ErrClosed, <-f1)
 	j3 := <-l.slots.workers[0].jobs
-	require.NotNil(t, j3.park, "due at once")
-	assert.ErrorIs(t, j3.ctx.Err(), context.Canceled)
+	require.NotZero(t, j3.fl.attempt, "due at once")
+	assert.ErrorIs(t, j3.fl.ctx.Err(), context.Canceled)
 	assert.False(t, l.end(), "the parked batch is answered first")
 	l.receive(tm{op: opRelease, key: "a", worker: 0})
 	l.receive(tm{op: opIdle, worker: 0})
 	assert.False(t, l.end(), "its worker stops")
 	l.receive(tm{op: opExit})
 	assert.True(t, l.end())
+}
+
+// A failure decided before Close and handled after it (its worker's
+// release, or its hold, queued behind the close) pauses its key: OnPause
+// then comes after the Submits' done that the close drained, never
+// beside them, as every completion of a key comes in order (found by
+// model/fail.pml). Mutation: close's notifier taking no place among the
+// keys' completions (OnPause runs while the drained done blocks).
+func TestLoopOnPauseAfterTheCloseDrained(t *testing.T) {
+	for _, hold := range []bool{false, true} {
+		t.Run(map[bool]string{false: "release", true: "hold"}[hold], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ev := newEvents()
+				l := testLoop(t, limits{batchSize: 1, queued: 4}, func(f *Ferry[string, in, int]) {
+					f.pauseOnError, f.hold = true, hold
+					f.onPause = func(key string, err error) { ev.add("OnPause %s", key) }
+					f.onBatch = func(Batch[string]) {}
+				})
+				a := ltDo("a")
+				l.receive(tm{op: opAdmit, w: a})
+				j := <-l.slots.workers[0].jobs // its completions take the key's place
+				release := make(chan struct{})
+				s := ltSub("a")
+				s.done = func(int, error) {
+					ev.add("done start")
+					<-release
+					ev.add("done end")
+				}
+				l.receive(tm{op: opAdmit, w: s}) // joins the busy lane
+				require.Equal(t, errAdmitted, word(t, s.c))
+				l.receive(tm{op: opClose}) // drains s: its done waits for the batch's completions
+				m := tm{op: opRelease, key: "a", worker: 0, fail: errBoom, order: 1}
+				if hold {
+					h := &flight[string, in, int]{key: "a", batch: []*tw{a}, ctx: j.fl.ctx, outs: make([]int, 1),
+						errs: Errors{errBoom}, idx: []int{0}, attempt: 1, last: errBoom, held: true}
+					m = tm{op: opPark, key: "a", worker: 0, fl: h, fail: errBoom, order: 1}
+				}
+				l.receive(m)
+				close(j.fl.fin) // the batch's completions are over
+				synctest.Wait()
+				assert.Equal(t, []string{"0s done start"}, ev.list(t), "OnPause waits for the drained done")
+				close(release)
+				synctest.Wait()
+				assert.Equal(t, []string{"0s done start", "0s done end", "0s OnPause a"}, ev.list(t))
+			})
+		})
+	}
 }

@@ -23,7 +23,7 @@ type group[K comparable, I, O any] struct {
 }
 
 // part is a group's inputs in one shard, which that shard's loop admits,
-// holds room for and drops; it writes err and dropped before its word on c.
+// earmarks room for and drops; it writes err and dropped before its word on c.
 // Its loop-owned fields are written on that shard's loop; its one method,
 // neverFits, reads what the caller set before it sent any message for the
 // part, on that loop.
@@ -31,7 +31,7 @@ type part[K comparable, I, O any] struct {
 	s               *shard[K, I, O]
 	n               int   // inputs
 	total, heaviest int64 // their weights; total < 0: the sum passes MaxInt64
-	held            bool  // loop-owned: the room holds n and total for it
+	earmarked       bool  // loop-owned: its shard's room keeps n and total for it
 	granted         bool  // the caller took the part's room from spare: the loop adds it to its own
 	err             error
 	dropped         int
@@ -102,13 +102,13 @@ func (g *group[K, I, O]) join(w *waiter[K, I, O], s *shard[K, I, O]) {
 
 // admit admits all of g's inputs, weighing total, or none. With one part it
 // is one message. With several, their room is taken from the shards' shared
-// budget in one step (borrow), or, if that lacks it, each shard first holds
+// budget in one step (borrow), or, if that lacks it, each shard first earmarks
 // room for its part (with WaitForRoom, part 0's shard waits for the room of
 // all of them, grants it and lets part 0 in); then each shard lets its part
 // in (with WaitForRoom, in its turn in that shard's line). The inputs
 // of a part whose shard closed in between are answered ErrClosed here, and
 // admit returns how many, for g.count.done. With WaitForRoom, a ctx that
-// ends while g waits for room is errDropped: nothing admitted, nothing held.
+// ends while g waits for room is errDropped: nothing admitted, nothing kept.
 func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int64) (int, error) {
 	if len(g.parts) == 1 {
 		if f.waitForRoom {
@@ -132,9 +132,9 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 		in, first = 1, 1
 	default:
 		for i := range g.parts {
-			if err := g.request(i, opHold); err != nil {
+			if err := g.request(i, opEarmark); err != nil {
 				for j := range i {
-					_ = g.request(j, opUnhold) // a shard that ended holds nothing
+					_ = g.request(j, opUnearmark) // a shard that ended keeps nothing
 				}
 				return 0, err
 			}

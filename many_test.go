@@ -47,7 +47,7 @@ func TestDoManyIsAllOrNone(t *testing.T) {
 		synctest.Wait()
 		_, err := h.f.DoMany(ctx, []in{{Key: "b", W: 1}, {Key: "c", W: 1}, {Key: "d", W: 1}, {Key: "e", W: 1}})
 		assert.ErrorIs(t, err, ErrRejected)
-		assert.ErrorContains(t, err, "4 inputs, more than the room has spare (MaxQueued 4)")
+		assert.ErrorContains(t, err, "4 inputs, more than the room has free (MaxQueued 4)")
 		_, err = h.f.DoMany(ctx, make([]in, 5))
 		assert.ErrorIs(t, err, ErrRejected)
 		assert.ErrorContains(t, err, "5 inputs, more than MaxQueued 4")

@@ -16,53 +16,54 @@ type op uint8
 const (
 	opAdmit           op = iota // from Do or Submit: admit m.w
 	opAdmitMany                 // from DoMany: admit all of part m.part of m.g, or none
-	opHold                      // from DoMany over several shards: hold room for part m.part of m.g
-	opUnhold                    // from DoMany over several shards: let go of the room held
+	opEarmark                   // from DoMany over several shards: earmark room for part m.part of m.g
+	opUnearmark                 // from DoMany over several shards: let go of the room earmarked
 	opDrop                      // from a Do whose ctx ended: drop m.w if it still waits
 	opDropMany                  // from DoMany whose ctx ended: drop what still waits of part m.part of m.g
 	opStart                     // from a direct call: it runs, and close cancels it with m.cancel
 	opRelease                   // from a worker or a direct call: m.key's call is over
 	opIdle                      // from worker m.worker: it has answered its batch (done and OnBatch returned); it is free
-	opNotified                  // from a goroutine that called Submits' done: it has finished (m.fin: a paused key's, see notifyPaused; m.panicked: its OnPause panicked)
-	opReported                  // from a direct call whose release carried m.w: OnBatch has returned (m.panicked: it panicked)
+	opNotified                  // from a goroutine that called Submits' done: it has finished (m.fin: a paused key's, see notifyPaused)
+	opReported                  // from a direct call whose release carried m.fin: OnBatch has returned
 	opChained                   // from chainFin: it has closed an unused claim's fin, and gone
 	opDonePanicked              // a Submit's done panicked
-	opOnBatchPanicked           // a worker's OnBatch panicked
+	opOnBatchPanicked           // an OnBatch panicked
+	opOnPausePanicked           // an OnPause panicked
 	opExit                      // from a worker: it has gone
 	opStats                     // from Stats: reply on m.stats
 	opFlush                     // from Flush: its answer goes on m.flushed
 	opClose                     // from Close
 	opShutdown                  // from Shutdown
-	opPark                      // from worker m.worker: m.key's call failed, m.park is to be retried after its backoff; the worker is free
+	opPark                      // from worker m.worker: m.fl, m.key's batch, is to be called again after its backoff, or held (m.fail)
 	opResume                    // from Resume: m.key is no longer paused, nor parked
 	opBorrowWait                // from DoMany over several shards, with WaitForRoom: wait for the room of all of m.g, then grant it (word on part m.part's channel)
 	opPaused                    // from Paused: reply on m.paused
 	opLeave                     // from a Submit (m.word) or a DoMany (part m.part of m.g) whose ctx ended while it waited for room: see loop.leave
-	opGiveBack                  // from a shard or a DoMany short of room: give back all the room held spare (see share.borrowRoom)
+	opGiveBack                  // from a shard or a DoMany short of room: give back all the room kept (see share.borrowRoom)
 )
 
 // byCaller is the worker of a release from a direct call: its caller.
 const byCaller = -1
 
 // msg is a message to the loop, on its shard's inbound channel. It has no
-// methods: its sender writes it and the loop reads it.
+// methods: its sender writes it and the loop reads it. Each field has one
+// meaning, in the ops its comment names.
 type msg[K comparable, I, O any] struct {
-	op       op
-	panicked bool             // opReported: the direct call's OnBatch panicked; opNotified: OnPause panicked
-	worker   int32            // opRelease, opIdle: the worker, or byCaller
-	part     int32            // opAdmitMany, opHold, opUnhold, opDropMany, opBorrowWait, opLeave: the part of m.g
-	key      K                // opRelease, opResume, opPark
-	fail     error            // opRelease, with PauseOnError: the call failed for good with it, which pauses m.key
-	order    uint64           // opRelease, opPark with fail: the failure's place among the ferry's, by its stamp (see counter)
-	fin      chan struct{}    // opNotified from a paused key's notifier: the completions it ran, over
-	w        *waiter[K, I, O] // opAdmit, opDrop: the input; opRelease byCaller, opReported: the direct call's input, set on the release if an opReported is to come
-	g        *group[K, I, O]  // the DoMany of a part's message (opAdmitMany, opHold, opUnhold, opDropMany, opBorrowWait, opLeave)
-	word     chan result[O]   // opLeave from a Submit: the channel of its admission word, which names it
-	stats    chan Stats
-	paused   chan []pausedKey[K]     // opPaused: the reply, capacity 1
-	cancel   context.CancelCauseFunc // opStart: how close cancels the direct call
-	flushed  chan error              // opFlush: its answer, capacity 1
-	park     *parkedBatch[K, I, O]   // opPark: the batch, with its attempts so far
+	op      op
+	worker  int32                   // opRelease, opIdle, opPark: the worker, or byCaller
+	part    int32                   // opAdmitMany, opEarmark, opUnearmark, opDropMany, opBorrowWait, opLeave: the part of m.g
+	key     K                       // opRelease, opResume, opPark
+	fail    error                   // opRelease, opPark, with PauseOnError: the call failed for good with it, which pauses m.key
+	order   uint64                  // with fail: the failure's place among the ferry's, by its stamp (see counter)
+	fin     chan struct{}           // opRelease byCaller, opReported, opNotified: the fin of the completions it tells of
+	w       *waiter[K, I, O]        // opAdmit, opDrop: the input
+	g       *group[K, I, O]         // the DoMany of a part's message (opAdmitMany, opEarmark, opUnearmark, opDropMany, opBorrowWait, opLeave)
+	word    chan result[O]          // opLeave from a Submit: the channel of its admission word, which names it
+	stats   chan Stats              // opStats: the reply, capacity 1
+	paused  chan []pausedKey[K]     // opPaused: the reply, capacity 1
+	cancel  context.CancelCauseFunc // opStart: how close cancels the direct call
+	flushed chan error              // opFlush: its answer, capacity 1
+	fl      *flight[K, I, O]        // opPark: the batch, with its attempts so far
 }
 
 // result is an answer to a waiter, sent on its channel, which is buffered 1.
@@ -87,20 +88,13 @@ var (
 // which is still to come.
 var errCancelled = errors.New("ferry: wait cancelled")
 
-// job is a batch for a worker, and its call's context, sent by the loop of
-// s, which holds the worker as id and wants its messages: with several
-// shards, not always the same loop. A job with no batch stops the worker.
+// job is a batch for a worker, sent by the loop of s, which holds the worker
+// as id and wants its messages: with several shards, not always the same
+// loop. A job with no flight stops the worker.
 type job[K comparable, I, O any] struct {
-	s     *shard[K, I, O]
-	id    int32
-	key   K
-	batch []*waiter[K, I, O]
-	ctx   context.Context
-	// With completions to order (Submits' done, OnBatch): the key's last
-	// batch's, to wait for before them (nil: none), and this one's, to close
-	// after them (see loop.completing).
-	after, fin chan struct{}
-	park       *parkedBatch[K, I, O] // a parked batch's next attempt: see park.go
+	s  *shard[K, I, O]
+	id int32
+	fl *flight[K, I, O]
 }
 
 // countdown is a latch: the count of a DoMany's inputs not yet answered, in

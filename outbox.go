@@ -50,7 +50,7 @@ func (x later[K, I, O]) send() {
 // it would in one loop. Until then the room stays with this shard, for the
 // admissions among the wake-up's messages.
 func (l *loop[K, I, O]) replyAfterLend(x later[K, I, O]) {
-	if l.share.spare == nil {
+	if !l.shared {
 		x.send()
 		return
 	}

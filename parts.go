@@ -3,12 +3,12 @@ package ferry
 import "time"
 
 // This file is the loop's side of a DoMany: it admits a part (all of its
-// inputs in this shard, or none), holds room for it over several shards, or
-// drops what still waits of it. The caller's side is many.go.
+// inputs in this shard, or none), earmarks room for it over several
+// shards, or drops what still waits of it. The caller's side is many.go.
 
 // admitPart handles part i of a DoMany: admits all its inputs, in order, or
-// none; or, over several shards, holds room for them first, or lets it go.
-// The room held is let go before the part is admitted or refused. With
+// none; or, over several shards, earmarks room for them first, or lets it
+// go. The room earmarked is let go before the part is admitted or refused. With
 // WaitForRoom a part waits for room, as a Do's input does, behind those
 // waiting, or if the room cannot hold it now (and could). One whose room
 // came with it (granted) waits its turn too, and for its room in its turn:
@@ -16,19 +16,19 @@ import "time"
 // as holding it aside would deadlock (an admission before it in the line
 // may need that very room; found by model/wait.pml).
 func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
-	if o == opAdmitMany && l.f.waitForRoom && l.waits.len() > 0 && l.admits() && !g.parts[i].neverFits(l.lim) {
+	if o == opAdmitMany && l.f.waitForRoom && l.waits.line.len() > 0 && l.admits() && !g.parts[i].neverFits(l.lim) {
 		l.takeRoomOf(&g.parts[i]) // lent as the wake-up ends: see admitPart's doc
-		l.waits.pushPart(g, i, false, l.share.number())
+		l.waits.line.pushPart(g, i, false, l.nextWait())
 		return
 	}
 	if !l.letInPart(g, i, o, now) {
-		l.waits.pushPart(g, i, false, l.share.number())
+		l.waits.line.pushPart(g, i, false, l.nextWait())
 	}
 }
 
 // letInPart does what admitPart does once the part's turn has come. It
-// reports false, and does nothing but take in the room the part held or was
-// granted, if the part is to wait for room (WaitForRoom, opAdmitMany, a
+// reports false, and does nothing but take in the room earmarked for the
+// part or granted to it, if the part is to wait for room (WaitForRoom, opAdmitMany, a
 // room full for it).
 func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Duration) bool {
 	p := &g.parts[i]
@@ -38,15 +38,15 @@ func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Dur
 	if o == opAdmitMany && !never {
 		n, total, heaviest, paused = l.partNeed(g, i)
 	}
-	switch r := l.st.room(n, total, heaviest); {
-	case o == opUnhold:
+	switch r := l.st.fits(n, total, heaviest); {
+	case o == opUnearmark:
 	case r == rejectedFull && o == opAdmitMany && l.f.waitForRoom && !never:
 		return false
 	case r != admitted && (n > 0 || never):
 		p.err = l.reject(r, n, heaviest, total, len(g.ws))
-	case o == opHold:
-		l.st.hold(p.n, p.total)
-		p.held = true
+	case o == opEarmark:
+		l.st.earmark(p.n, p.total)
+		p.earmarked = true
 	default:
 		refused := 0 // answered at once: its key paused, or held with its share of the room
 		for j := range g.ws {
@@ -54,17 +54,19 @@ func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Dur
 			if w.part != i {
 				continue
 			}
-			if err, ok := l.paused.of(w.key); ok && paused > 0 {
+			if err, ok := l.pauses.keys.of(w.key); ok && paused > 0 {
 				g.errs[w.i], w.refused = err, true
 				refused++
 				continue
 			}
 			if l.f.hold && l.st.overHeld(w.key, w.weight) {
-				g.errs[w.i], w.refused = l.paused.err(w.key), true
+				g.errs[w.i], w.refused = l.pauses.keys.err(w.key), true
 				refused++
 				continue
 			}
-			l.stamp(w)
+			if l.stamps.on {
+				l.stamp(w)
+			}
 			w.tk = l.st.enter(w.key, w.weight, w.rank, w.at, now, w)
 		}
 		l.tally.Admitted += uint64(p.n - refused)
@@ -72,16 +74,16 @@ func (l *loop[K, I, O]) letInPart(g *group[K, I, O], i int32, o op, now time.Dur
 			g.count.done(refused)
 		}
 	}
-	l.replyAfterLend(later[K, I, O]{p: p}) // room held or granted may have been let go
+	l.replyAfterLend(later[K, I, O]{p: p}) // room earmarked or granted may have been let go
 	return true
 }
 
-// takeRoomOf adds to the shard's room the room p held or was granted (see
-// borrow), which is the part's to enter with.
+// takeRoomOf adds to the shard's room the room earmarked for p or granted
+// to it (see borrow), which is the part's to enter with.
 func (l *loop[K, I, O]) takeRoomOf(p *part[K, I, O]) {
-	if p.held {
-		l.st.unhold(p.n, p.total)
-		p.held = false
+	if p.earmarked {
+		l.st.unearmark(p.n, p.total)
+		p.earmarked = false
 	}
 	if p.granted {
 		l.st.grow(p.n, p.total) // see borrow
@@ -95,12 +97,12 @@ func (l *loop[K, I, O]) takeRoomOf(p *part[K, I, O]) {
 // paused. A total past MaxInt64 for the whole group stands (see Ferry.DoMany).
 func (l *loop[K, I, O]) partNeed(g *group[K, I, O], i int32) (n int, total, heaviest int64, paused int) {
 	p := &g.parts[i]
-	if l.paused.count() == 0 || !l.admits() {
+	if l.pauses.keys.count() == 0 || !l.admits() {
 		return p.n, p.total, p.heaviest, 0
 	}
 	for j := range g.ws {
 		w := &g.ws[j]
-		switch _, ok := l.paused.of(w.key); {
+		switch _, ok := l.pauses.keys.of(w.key); {
 		case w.part != i:
 		case ok:
 			paused++

@@ -62,7 +62,7 @@ func TestPauses(t *testing.T) {
 		p.resume(k)
 	}
 	assert.Equal(t, 1, p.count())
-	assert.Less(t, p.peak, 4*shrinkLanes, "rebuilt once a quarter of its peak")
+	assert.Less(t, p.keys.peak, 4*shrinkLanes, "rebuilt once a quarter of its peak")
 }
 
 // listed is the keys of ks, in order.

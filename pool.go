@@ -6,40 +6,31 @@ import (
 )
 
 // This file is the room no shard of a ferry holds, which they all share:
-// the room channel, the pool it passes, and the reservations of those that
-// wait for room (Config.WaitForRoom). Each shard's side of it, the room it
-// borrows, keeps and gives back, is share.go's.
+// the room channel, the ledger it passes, the reservations of those that
+// wait for room (Config.WaitForRoom), and the wake-ups of those that wait
+// for something given back, room or a slot (wakeups). Each shard's side of
+// the room, what it borrows, keeps and gives back, is share.go's.
 
-// budget is an amount of room: inputs and their weight. Whoever holds it,
-// out of a room, changes it; its one method only reads it, on any goroutine.
-type budget struct {
-	n int
-	w int64
-}
-
-// holds reports whether b is at least need, in inputs and in weight.
-func (b budget) holds(need budget) bool { return b.n >= need.n && b.w >= need.w }
-
-// room is the room that no shard of a ferry holds: a channel of one pool.
+// room is the room that no shard of a ferry holds: a channel of one ledger.
 // Whoever takes it (a loop, or a DoMany's caller: see borrow) changes the
-// pool and puts it back at once, blocking on nothing in between, so no one
+// ledger and puts it back at once, blocking on nothing in between, so no one
 // waits on it for longer than that, and no put ever blocks. Nil with one
 // shard. Its methods run on the loops and on DoMany's callers.
-type room chan *pool
+type room chan *ledger
 
 // newRoom returns a room that holds b, free.
 func newRoom(b budget) room {
 	r := make(room, 1)
-	r <- &pool{free: b}
+	r <- &ledger{free: b}
 	return r
 }
 
-// take takes the pool, waiting while another holds it for a moment.
-func (r room) take() *pool { return <-r }
+// take takes the ledger, waiting while another holds it for a moment.
+func (r room) take() *ledger { return <-r }
 
 // end marks the room as ending, as Close (o opClose) or Shutdown (o
 // opShutdown) begins, before either tells any shard: a shard that takes
-// the pool after this hears of it (see share.heard) and starts that end
+// the ledger after this hears of it (see share.heard) and starts that end
 // itself, so that no room freed by a shard that ends first lets another's
 // waiting admission in, nor a new one. A close outranks a shutdown.
 func (r room) end(o op) {
@@ -51,14 +42,34 @@ func (r room) end(o op) {
 	r.put(p)
 }
 
-// put puts back the pool taken, then pokes the shards whose reservations
-// the change filled (see pool.fill): a send that never blocks, as a poke
-// channel holds one and a second poke says nothing more.
-func (r room) put(p *pool) {
-	pokes := p.pokes
-	p.pokes = p.pokes[:0:0]
+// put puts back the ledger taken, then pokes those its change woke (see
+// wakeups, ledger.fill).
+func (r room) put(p *ledger) {
+	pokes := p.pokes.take()
 	r <- p
-	for _, c := range pokes {
+	pokes.poke()
+}
+
+// wakeups are the pokes of those who wait for something given back (room,
+// a slot): each a channel of one, its owner's. A give-back takes them all,
+// and pokes them once what was given back is where they look, so that no
+// one polls. A poke never blocks: a second one says nothing more. Its
+// methods run on whoever holds it: the room's ledger, or the slots' wants.
+type wakeups []chan struct{}
+
+// add adds poke to those waiting.
+func (w *wakeups) add(poke chan struct{}) { *w = append(*w, poke) }
+
+// take returns those waiting, to poke, and forgets them.
+func (w *wakeups) take() wakeups {
+	ws := *w
+	*w = nil
+	return ws
+}
+
+// poke pokes each, never blocking.
+func (w wakeups) poke() {
+	for _, c := range w {
 		select {
 		case c <- struct{}{}:
 		default:
@@ -66,7 +77,7 @@ func (r room) put(p *pool) {
 	}
 }
 
-// pool is what a room holds: the room free, and, with WaitForRoom, the
+// ledger is what a room holds: the room free, and, with WaitForRoom, the
 // reservations of the shards whose first waiting admission lacks room, in
 // the order those admissions began to wait, by their wait numbers (next is
 // the last number given, to any shard: see share.number). Room given back
@@ -77,30 +88,30 @@ func (r room) put(p *pool) {
 // is pure bookkeeping: the room's channel is its lock, and whoever holds it
 // calls its methods; pokes is what room.put sends.
 //
-// Without WaitForRoom a shard keeps room spare between its wake-ups, an
-// allowance (see share.giveBackRoom): holds marks, by shard, those that may
-// hold some, and waiters are the pokes of those that lack room while one
-// does (see share.borrowRoom, borrow). They are poked as room comes back, or
-// once no shard holds any.
-type pool struct {
+// Without WaitForRoom a shard keeps room unused between its wake-ups, an
+// allowance (see share.giveBackRoom): marks marks, by shard, those that may
+// keep some, and waiters are those that lack room while one does (see
+// share.borrowRoom, borrow). They are poked as room comes back, or once no
+// shard keeps any.
+type ledger struct {
 	free    budget
 	resv    []reservation
-	pokes   []chan struct{}
+	pokes   wakeups // to poke once the ledger is back: see room.put
 	next    uint64
 	end     op // opClose, opShutdown, or 0
-	holds   []bool
-	waiters []chan struct{}
+	marks   []bool
+	waiters wakeups
 }
 
 // reservation is a shard's claim on the room given back, for the first
 // admission in its wait line, number n, which needs need: got is what it
-// holds so far; next is the number of the admission behind it in its line
+// has so far; next is the number of the admission behind it in its line
 // (0: none). It is ready once got reaches need, every reservation before it
 // is ready too, and no admission behind one of theirs began to wait before
 // its own (that one is let in first, once its shard has let its first in
 // and reserved for it): only then may its shard claim it. poke, the
 // shard's, capacity 1, names it and wakes its loop as it becomes ready. It
-// has no methods: its pool changes it.
+// has no methods: its ledger changes it.
 type reservation struct {
 	need, got budget
 	n, next   uint64
@@ -109,7 +120,7 @@ type reservation struct {
 }
 
 // borrow takes from free up to want of each, and returns what it took.
-func (p *pool) borrow(want budget) budget {
+func (p *ledger) borrow(want budget) budget {
 	got := budget{min(p.free.n, want.n), min(p.free.w, want.w)}
 	p.free.n -= got.n
 	p.free.w -= got.w
@@ -118,7 +129,7 @@ func (p *pool) borrow(want budget) budget {
 
 // give adds b to free, then fills the reservations from it; if it gives
 // any, it wakes the waiters.
-func (p *pool) give(b budget) {
+func (p *ledger) give(b budget) {
 	p.free.n += b.n
 	p.free.w += b.w // within the room's total: no wrap
 	p.fill()
@@ -127,54 +138,50 @@ func (p *pool) give(b budget) {
 	}
 }
 
-// hold records whether shard i may hold room spare between its wake-ups;
+// mark records whether shard i may keep room unused between its wake-ups;
 // once none does, it wakes the waiters.
-func (p *pool) hold(i int, on bool) {
-	if i >= len(p.holds) {
+func (p *ledger) mark(i int, on bool) {
+	if i >= len(p.marks) {
 		if !on {
 			return
 		}
-		p.holds = append(p.holds, make([]bool, i+1-len(p.holds))...)
+		p.marks = append(p.marks, make([]bool, i+1-len(p.marks))...)
 	}
-	p.holds[i] = on
-	if !on && !p.held(-1) {
+	p.marks[i] = on
+	if !on && !p.marked(-1) {
 		p.wake()
 	}
 }
 
-// held reports whether a shard but shard me (-1: none) may hold room spare.
-func (p *pool) held(me int) bool {
-	for i, h := range p.holds {
-		if h && i != me {
+// marked reports whether a shard but shard me (-1: none) may keep room.
+func (p *ledger) marked(me int) bool {
+	for i, m := range p.marks {
+		if m && i != me {
 			return true
 		}
 	}
 	return false
 }
 
-// holders appends to to the shards but me that may hold room spare.
-func (p *pool) holders(me int, to []int) []int {
-	for i, h := range p.holds {
-		if h && i != me {
+// markedBut appends to to the shards but me that may keep room.
+func (p *ledger) markedBut(me int, to []int) []int {
+	for i, m := range p.marks {
+		if m && i != me {
 			to = append(to, i)
 		}
 	}
 	return to
 }
 
-// wake pokes the waiters (see room.put), and forgets them.
-func (p *pool) wake() {
-	p.pokes = append(p.pokes, p.waiters...)
-	clear(p.waiters)
-	p.waiters = p.waiters[:0]
-}
+// wake makes the waiters poked as the ledger goes back (see room.put).
+func (p *ledger) wake() { p.pokes = append(p.pokes, p.waiters.take()...) }
 
 // reserve makes poke's reservation the one of admission n, which needs
 // need, with next behind it in its line: in its place among the others by
-// n (where it stands if n is its number already), holding what it held;
-// what it holds beyond need goes back to free. Then it fills the
+// n (where it stands if n is its number already), keeping what it had;
+// what it has beyond need goes back to free. Then it fills the
 // reservations.
-func (p *pool) reserve(poke chan struct{}, need budget, n, next uint64) {
+func (p *ledger) reserve(poke chan struct{}, need budget, n, next uint64) {
 	i := p.find(poke)
 	if i < 0 || p.resv[i].n != n {
 		r := reservation{poke: poke, n: n}
@@ -186,7 +193,7 @@ func (p *pool) reserve(poke chan struct{}, need budget, n, next uint64) {
 		p.resv = slices.Insert(p.resv, i, r)
 	}
 	r := &p.resv[i]
-	if r.need, r.next = need, next; !full(r) { // ready anew, and poked, once it holds the new need
+	if r.need, r.next = need, next; !full(r) { // ready anew, and poked, once it has the new need
 		r.ready = false
 	}
 	if over := (budget{max(0, r.got.n-need.n), max(0, r.got.w-need.w)}); over != (budget{}) {
@@ -198,9 +205,9 @@ func (p *pool) reserve(poke chan struct{}, need budget, n, next uint64) {
 	p.fill()
 }
 
-// claim returns what poke's reservation holds if it is ready, which it
+// claim returns what poke's reservation has if it is ready, which it
 // keeps (and its place) with nothing in it; else nothing.
-func (p *pool) claim(poke chan struct{}) budget {
+func (p *ledger) claim(poke chan struct{}) budget {
 	i := p.find(poke)
 	if i < 0 || !p.resv[i].ready {
 		return budget{}
@@ -210,8 +217,8 @@ func (p *pool) claim(poke chan struct{}) budget {
 	return got
 }
 
-// cancel ends poke's reservation: what it held is free, and fills the others.
-func (p *pool) cancel(poke chan struct{}) {
+// cancel ends poke's reservation: what it had is free, and fills the others.
+func (p *ledger) cancel(poke chan struct{}) {
 	i := p.find(poke)
 	if i < 0 {
 		return
@@ -223,16 +230,13 @@ func (p *pool) cancel(poke chan struct{}) {
 
 // fill moves room into the reservations, in their order, each up to its
 // need, inputs and weight alike: from free, and then from what the later
-// reservations hold, the last first, so that the first always gets all the
+// reservations have, the last first, so that the first always gets all the
 // room not waiting in a lane (a need never passes the whole room: an
 // admission that no room could hold is refused, not kept waiting). A
 // reservation is ready once it is full and so is every one before it, and
-// no admission behind one of those began to wait before its own: one full
-// behind one that lacks room (inputs, where it needs weight, say) waits for
-// it, as admissions wait in one shard's line, and so does one whose
-// admission came after another shard's second. It records the pokes of
-// those it makes ready.
-func (p *pool) fill() {
+// no admission behind one of those began to wait before its own. It
+// records the pokes of those it makes ready.
+func (p *ledger) fill() {
 	open := true                 // every reservation so far is ready
 	var first uint64 = 1<<64 - 1 // the least next of those so far
 	for i := range p.resv {
@@ -248,7 +252,7 @@ func (p *pool) fill() {
 			first = min(first, r.next)
 		}
 		if r.ready && !was {
-			p.pokes = append(p.pokes, r.poke)
+			p.pokes.add(r.poke)
 		}
 	}
 }
@@ -263,11 +267,11 @@ func move(from, to *budget, need budget) {
 	to.w += dw
 }
 
-// full reports whether r holds all it needs.
+// full reports whether r has all it needs.
 func full(r *reservation) bool { return r.got.holds(r.need) }
 
 // find is the index of poke's reservation, or -1.
-func (p *pool) find(poke chan struct{}) int {
+func (p *ledger) find(poke chan struct{}) int {
 	for i := range p.resv {
 		if p.resv[i].poke == poke {
 			return i

@@ -49,6 +49,9 @@ func (rs *rounds) start(seq, claims uint64, left int) {
 	rs.queued = nil
 }
 
+// expect adds n things to those the round in progress waits for.
+func (rs *rounds) expect(n int) { rs.cur.left += n }
+
 // owe is what a batch with n things the round in progress waits for owes
 // it, told by the batch's opIdle (see paid); nothing without a round.
 func (rs *rounds) owe(n int) owed {
@@ -115,7 +118,7 @@ func (rs *rounds) abort() []chan error {
 // flush makes a Flush wait for a round, starting one if none is in progress;
 // at close it answers ErrClosed.
 func (l *loop[K, I, O]) flush(reply chan error) {
-	if l.closing {
+	if l.life.closing {
 		l.out.flushes = append(l.out.flushes, flushAnswer{reply, ErrClosed})
 		return
 	}
@@ -134,23 +137,8 @@ func (l *loop[K, I, O]) flush(reply chan error) {
 // No busy worker owes an older round anything: a round ends only once all it
 // was owed has come, and close, which ends one early, starts no other.
 func (l *loop[K, I, O]) startRound() {
-	left := l.st.queued + len(l.directs) + len(l.reports) + l.notify + len(l.pausing) + len(l.parks)
-	for _, wk := range l.slots.workers {
-		if wk != nil && !wk.idle {
-			left++
-		}
-	}
-	l.rounds.start(l.st.seq, l.claims, left)
-	for _, wk := range l.slots.workers {
-		if wk != nil && !wk.idle {
-			wk.owe = l.rounds.owe(1)
-		}
-	}
-	for fin, pn := range l.pausing {
-		pn.owe = l.rounds.owe(1)
-		l.pausing[fin] = pn
-	}
-	l.oweParked()
+	l.rounds.start(l.st.seq, l.directs.claims, l.st.queued+l.directs.inFlight()+l.life.notify)
+	l.rounds.expect(l.slots.owe(&l.rounds) + l.pauses.owe(&l.rounds) + l.parks.owe(&l.rounds))
 	l.st.flush()
 }
 
@@ -168,7 +156,7 @@ func (l *loop[K, I, O]) settle() {
 		for _, c := range replies {
 			l.out.flushes = append(l.out.flushes, flushAnswer{c, nil})
 		}
-		if l.rounds.pending() && !l.closing {
+		if l.rounds.pending() && !l.life.closing {
 			l.startRound()
 		}
 	}

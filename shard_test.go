@@ -296,7 +296,7 @@ func TestDoManyOverShards(t *testing.T) {
 		require.NoError(t, h.f.Submit(ctx, in{Key: b[0], ID: 100}, nil))
 		_, err := h.f.DoMany(ctx, []in{{Key: a[0]}, {Key: a[1]}, {Key: a[0]}, {Key: b[0]}, {Key: b[1]}, {Key: b[2]}})
 		assert.ErrorIs(t, err, ErrRejected, "the room has 5 of its 6 left")
-		assert.ErrorContains(t, err, "6 inputs, more than the room has spare (MaxQueued 6)")
+		assert.ErrorContains(t, err, "6 inputs, more than the room has free (MaxQueued 6)")
 		s := h.f.Stats()
 		assert.Equal(t, 1, s.Queued, "and no shard admitted any")
 		assert.Equal(t, uint64(6), s.RejectedFull, "all six counted")
@@ -431,7 +431,7 @@ func TestDoManyOverShardsTakesItsRoomInOneStep(t *testing.T) {
 		resumeB()
 		err := <-y
 		assert.ErrorIs(t, err, ErrRejected)
-		assert.ErrorContains(t, err, "6 inputs, more than the room has spare (MaxQueued 8)")
+		assert.ErrorContains(t, err, "6 inputs, more than the room has free (MaxQueued 8)")
 		s := h.f.Stats()
 		assert.Equal(t, 6, s.Queued, "x waits for its deadline")
 		assert.Equal(t, uint64(6), s.RejectedFull)

@@ -10,71 +10,64 @@ import (
 // to the same shard, by a hash of the key, so every guarantee per key holds
 // as it does with one loop. The configured bounds are totals, shared by the
 // shards: the room (MaxQueued, MaxQueuedWeight, see share) and the batched
-// calls in flight (MaxInFlightBatches, see slots.go). What is not per key becomes per
-// shard: fairness (the ready line, and the wait for a free slot). The room
-// no shard holds, and its reservations, are pool.go's.
+// calls in flight (MaxInFlightBatches, see slots.go). What is not per key
+// becomes per shard: fairness (the ready line, and the wait for a free
+// slot). The room no shard holds, spare, and its ledger are pool.go's.
 
-// share is a loop's side of the room the shards of its ferry share: the room
-// no shard holds (spare). With one shard it is nil and share holds nothing
-// back. It holds no pointer into the loop's core or its paused keys: the
-// core's spare room comes in and goes out as values, and need reads the core
-// and the paused keys it is given. loop: its methods run on the shard's loop
-// goroutine.
-//
-// A shard's core room is what it holds of the room: as a wake-up starts it
-// borrows, in one go, what it lacks for the admissions among its messages
-// (borrowRoom), and as the wake-up ends, before the batches it took start,
-// it gives back what it holds spare (giveBackRoom). Without WaitForRoom it
-// keeps an allowance: as much room spare as it has had in use lately (see
-// allowance), so that a shard whose callers come back finds their room at
-// home and touches spare only when its allowance falls short or far passes
-// its use. The pool marks the shards that may hold an allowance (pool.holds);
-// a shard short of room while another may hold one asks those for it
-// (opGiveBack, the pressure), waits until they have given it all back (each
-// at its next wake-up, and keeps none while anyone waits), and borrows again.
-// So the shards never hold more than the configured room between them, and
-// a shard rejects only when the room is full: but for room another shard
-// holds within a wake-up in progress (borrowed for an admission it then
-// refused for another reason, or for one need guessed would join a lane and
-// that claimed it, or freed by a batch it took or a drop), as one loop would
-// have ordered the two; the callers of those batches and drops hear of them
-// only after the lend (see replyAfterLend). With WaitForRoom a shard keeps
-// nothing: the room given back goes to the reservations in their order. With
-// no MaxQueuedWeight the weight shared is MaxInt64, the whole weight of one
-// loop's room (see sharedWeight).
+// share is a loop's side of the room the shards of its ferry share: spare,
+// the room no shard holds. With one shard spare is nil and share holds
+// nothing back. It holds no pointer into the loop's core or its paused keys:
+// the core's unused room comes in and goes out as values, and need reads the
+// core and the paused keys it is given. loop: its methods run on the
+// shard's loop goroutine. docs/design.md (Shards) tells how it borrows,
+// keeps an allowance, presses and gives back.
 type share[K comparable, I, O any] struct {
-	lim limits // the shard's
+	lim limits // the ferry's
 
 	spare room // the ferry's, with several shards
 
 	lanes   map[K]laneGuess // need's guesses within one wake-up, with direct calls: see claims
 	resumed map[K]bool      // keys need read a Resume of within one wake-up
+	direct  bool            // a Do may claim its key (DirectCalls, no delay): need guesses lanes
 
 	// With WaitForRoom and several shards: the shard's reservation on the
-	// room given back (see pool), for the first admission in its wait line.
+	// room given back (see ledger), for the first admission in its wait line.
 	poke     chan struct{} // the shard's, capacity 1: wakes its loop once the reservation is full
 	reserved bool          // the shard has a reservation in spare: see roomFor
 	wants    bool          // an admission waits for room: see loop.admitWaiting
-	lastN    uint64        // with one shard, the last wait number given: see number
 
 	end op // the ferry's end, as spare said it has begun (see room.end): opClose, opShutdown, or 0
 
 	// Without WaitForRoom: the allowance (see allowance, giveBackRoom).
-	me      int               // the shard's index in shards, and in the pool's holds
-	shards  []*shard[K, I, O] // the ferry's: those that may hold room are asked for it
+	me      int               // the shard's index in shards, and in the ledger's marks
+	shards  []*shard[K, I, O] // the ferry's: those that may keep room are asked for it
 	keeps   bool              // it keeps an allowance: several shards, no WaitForRoom
-	holds   bool              // the pool marks it as one that may (pool.holds)
+	marked  bool              // the ledger marks it as one that may
 	pressed bool              // a shard waits for room: give it all back as this wake-up ends
 	used    budget            // the most room in use at a give-back in this window
 	last    budget            // and in the window before
 	turns   int               // give-backs in this window
 	asks    []int             // the shards to ask for room back: see askBack
 
-	ops *sharedOps // the loop's count of operations on spare: see sharedOps
+	msgs []msg[K, I, O] // scratch: one wake-up's messages, read first (see loop.receiveAll)
+	ops  *sharedOps     // the loop's count of operations on spare: see sharedOps
 }
 
-// heard records the ferry's end, o, that the pool says has begun (see
-// room.end, which alone ranks a close over a shutdown: the pool's mark
+// newShare returns the share of shards[me] in spare, the ferry's shared
+// room (nil with one shard), whose limits are lim, counting its operations
+// on spare in ops. With several shards it has a poke: with WaitForRoom for
+// its reservation, else to wait for room back (and it keeps an allowance).
+func newShare[K comparable, I, O any](lim limits, spare room, waitForRoom bool, shards []*shard[K, I, O], me int, ops *sharedOps) share[K, I, O] {
+	sh := share[K, I, O]{lim: lim, spare: spare, ops: ops, shards: shards, me: me, direct: lim.direct && lim.delay == 0}
+	if spare != nil {
+		sh.poke = make(chan struct{}, 1)
+		sh.keeps = !waitForRoom
+	}
+	return sh
+}
+
+// heard records the ferry's end, o, that the ledger says has begun (see
+// room.end, which alone ranks a close over a shutdown: the ledger's mark
 // only rises), if it has: the loop starts it (see loop.heedEnd).
 func (sh *share[K, I, O]) heard(o op) {
 	if o != 0 {
@@ -82,15 +75,13 @@ func (sh *share[K, I, O]) heard(o op) {
 	}
 }
 
-// number returns the next wait number, for an admission that begins to wait
-// for room: with several shards from spare, so that the numbers order the
-// admissions waiting in every shard by when they began to wait (see pool).
+// number returns the next wait number from spare, for an admission that
+// begins to wait for room, so that the numbers order the admissions waiting
+// in every shard by when they began to wait (see ledger).
 func (sh *share[K, I, O]) number() uint64 {
-	if sh.spare == nil {
-		sh.lastN++
-		return sh.lastN
+	if countOps {
+		sh.ops.add(2)
 	}
-	sh.ops.add(2)
 	p := sh.spare.take()
 	p.next++
 	n := p.next
@@ -99,44 +90,35 @@ func (sh *share[K, I, O]) number() uint64 {
 	return n
 }
 
-// newShare returns the share of shards[me] in spare, the ferry's shared
-// room (nil with one shard), whose limits are lim, counting its operations
-// on spare in ops. With several shards it has a poke: with WaitForRoom for
-// its reservation, else to wait for room back (and it keeps an allowance).
-func newShare[K comparable, I, O any](lim limits, spare room, waitForRoom bool, shards []*shard[K, I, O], me int, ops *sharedOps) share[K, I, O] {
-	sh := share[K, I, O]{lim: lim, spare: spare, ops: ops, shards: shards, me: me}
-	if spare != nil {
-		sh.poke = make(chan struct{}, 1)
-		sh.keeps = !waitForRoom
-	}
-	return sh
-}
-
 // waiting records whether an admission waits for room in this shard (see
 // loop.admitWaiting): giveBackRoom ends the shard's reservation once none
 // does.
 func (sh *share[K, I, O]) waiting(wants bool) { sh.wants = wants }
 
+// ending reports whether the ferry's end has begun, as spare said.
+func (sh *share[K, I, O]) ending() bool { return sh.end != 0 }
+
+// press records a shard's ask for room back (opGiveBack): giveBackRoom gives
+// all back as the wake-up ends.
+func (sh *share[K, I, O]) press() { sh.pressed = true }
+
 // borrowRoom borrows from spare what this shard lacks of room for the
-// admissions among ms, one wake-up's messages, or as much as spare has, so
-// that the core refuses one only if the shared room cannot hold it. It
-// borrows nothing for what takes no room in one loop (see need), and nothing
-// while the core refuses every admission. need is need's answer, has what
-// the core holds spare; it returns what the core holds spare after.
+// admissions among one wake-up's messages, need, or as much as spare has,
+// so that the core refuses one only if the shared room cannot hold it. has
+// is what the core holds unused, used what it holds in use; it returns
+// what the core holds unused after.
 //
-// If spare falls short while another shard may hold an allowance, it gives
+// If spare falls short while another shard may keep an allowance, it gives
 // spare all it has and what it took, asks those shards for theirs (see
-// askBack), waits for its poke (pool.wake), and borrows again: it goes on
-// only once spare holds what it lacks or no other shard holds any. Those
-// asked never wait for it: a shard that waits holds nothing. Room borrowed
-// and not used goes back, or stays as the allowance, with giveBackRoom at
-// the end of the wake-up.
+// askBack), waits for its poke (ledger.wake), and borrows again: it goes on
+// only once spare has what it lacks or no other shard keeps any. This is
+// the one wait of the loop (see loop.run). Those asked never wait for it: a
+// shard that waits keeps nothing. Room borrowed and not used goes back, or
+// stays as the allowance, with giveBackRoom at the end of the wake-up.
 //
 // A shard that keeps an allowance borrows ahead: beside what it lacks, as
-// much again as its core holds in use (used), if spare has it, so that a
-// shard whose callers grow borrows once per doubling, not once per wake-up.
-// What it borrowed ahead is its allowance, which another shard short of
-// room asks for.
+// much again as its core holds in use, if spare has it, so that a shard
+// whose callers grow borrows once per doubling, not once per wake-up.
 func (sh *share[K, I, O]) borrowRoom(need, has, used budget) budget {
 	whole := sharedWeight(sh.lim)
 	if need.w < 0 { // past MaxInt64: more than the room
@@ -152,27 +134,29 @@ func (sh *share[K, I, O]) borrowRoom(need, has, used budget) budget {
 		if sh.keeps {
 			ask = budget{min(short.n, sh.lim.queued-used.n) + used.n, min(short.w, whole-used.w) + used.w}
 		}
-		sh.ops.add(2)
+		if countOps {
+			sh.ops.add(2)
+		}
 		p := sh.spare.take()
 		if sh.heard(p.end); sh.end != 0 { // the ferry ends: its admissions are refused
 			sh.spare.put(p)
 			return has
 		}
 		got := p.borrow(ask)
-		if got.holds(short) || !p.held(sh.me) {
+		if got.holds(short) || !p.marked(sh.me) {
 			if sh.keeps && len(p.waiters) == 0 { // what is left stays, if the allowance keeps it
-				p.hold(sh.me, true)
-				sh.holds = true
+				p.mark(sh.me, true)
+				sh.marked = true
 			}
 			sh.pressed = sh.pressed || len(p.waiters) > 0
 			sh.spare.put(p)
 			return budget{has.n + got.n, has.w + got.w}
 		}
 		p.give(budget{has.n + got.n, has.w + got.w}) // within the room's total
-		p.hold(sh.me, false)
-		sh.holds, has = false, budget{}
-		p.waiters = append(p.waiters, sh.poke)
-		sh.asks = p.holders(sh.me, sh.asks[:0])
+		p.mark(sh.me, false)
+		sh.marked, has = false, budget{}
+		p.waiters.add(sh.poke)
+		sh.asks = p.markedBut(sh.me, sh.asks[:0])
 		sh.spare.put(p)
 		for _, i := range sh.asks {
 			askBack(sh.shards[i])
@@ -181,7 +165,7 @@ func (sh *share[K, I, O]) borrowRoom(need, has, used budget) budget {
 	}
 }
 
-// askBack asks s's loop for the room it holds spare (opGiveBack): it gives it
+// askBack asks s's loop for the room it keeps (opGiveBack): it gives it
 // back as its next wake-up ends. The send never blocks: if s's channel is
 // full, a goroutine of its own sends, or gives up once s has ended.
 func askBack[K comparable, I, O any](s *shard[K, I, O]) {
@@ -197,16 +181,16 @@ func askBack[K comparable, I, O any](s *shard[K, I, O]) {
 // all in, in their order: a Do's or a Submit's input, a DoMany's part. Some
 // take none in one loop, and need counts none for them: an input heavier
 // than the whole room, a part that no room could hold (more inputs than
-// MaxQueued, or heavier than the room), a part whose room is held already or
-// came with it (granted), a Do that claims its key for a direct call, and
-// an input of a paused key (refused as ErrPaused), unless need read a Resume
-// of it first. A key paused within the wake-up is counted: that room is
-// given back at its end. A total past MaxInt64 is -1. core is the loop's
-// core as the wake-up starts, whose rules need asks (see state.claimsLane),
-// and paused its paused keys: read, not kept.
+// MaxQueued, or heavier than the room), a part whose room is earmarked
+// already or came with it (granted), a Do that claims its key for a direct
+// call, and an input of a paused key (refused as ErrPaused), unless need
+// read a Resume of it first. A key paused within the wake-up is counted:
+// that room is given back at its end. A total past MaxInt64 is -1. core is
+// the loop's core as the wake-up starts, whose rules need asks (see
+// state.claimsLane), and paused its paused keys (nil without
+// PauseOnError): read, not kept.
 func (sh *share[K, I, O]) need(ms []msg[K, I, O], core *state[K, *waiter[K, I, O]], paused *pauses[K]) budget {
 	whole := sharedWeight(sh.lim)
-	direct := core.claimsLane(false) // a Do may claim a key: the guesses matter
 	var need budget
 	for _, m := range ms {
 		switch m.op {
@@ -214,26 +198,26 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O], core *state[K, *waiter[K, I, O
 			switch w := m.w; {
 			case w.weight > whole: // rejectedHeavy
 			case sh.pausedKey(paused, w.key):
-			case w.done == nil && sh.claims(core, w.key):
+			case sh.direct && w.done == nil && sh.claims(core, w.key):
 			default:
 				need.n++
 				need.w = addWeight(need.w, w.weight)
-				if direct {
+				if sh.direct {
 					sh.joins(w.key) // a Submit's input makes a lane too
 				}
 			}
-		case opAdmitMany, opHold:
+		case opAdmitMany, opEarmark:
 			p := &m.g.parts[m.part]
 			switch {
-			case p.held, p.granted:
+			case p.earmarked, p.granted:
 			case p.neverFits(sh.lim):
-			case m.op == opAdmitMany && paused.count() > 0: // a hold holds for them all
+			case m.op == opAdmitMany && paused != nil && paused.count() > 0: // an earmark keeps room for them all
 				need = sh.unpaused(paused, need, m.g, m.part)
 			default:
 				need.n += p.n
 				need.w = addWeight(need.w, p.total)
 			}
-			if direct && m.op == opAdmitMany {
+			if sh.direct && m.op == opAdmitMany {
 				for i := range m.g.ws {
 					if w := &m.g.ws[i]; w.part == m.part {
 						sh.joins(w.key)
@@ -241,11 +225,11 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O], core *state[K, *waiter[K, I, O
 				}
 			}
 		case opRelease:
-			if direct {
+			if sh.direct {
 				sh.released(core, m.key)
 			}
 		case opResume:
-			if paused.count() > 0 {
+			if paused != nil && paused.count() > 0 {
 				if sh.resumed == nil {
 					sh.resumed = make(map[K]bool)
 				}
@@ -261,7 +245,7 @@ func (sh *share[K, I, O]) need(ms []msg[K, I, O], core *state[K, *waiter[K, I, O
 // pausedKey reports whether key's inputs are refused as paused, as need
 // reads them: paused as the wake-up started, and no Resume read since.
 func (sh *share[K, I, O]) pausedKey(paused *pauses[K], key K) bool {
-	if paused.count() == 0 {
+	if paused == nil || paused.count() == 0 {
 		return false
 	}
 	_, ok := paused.of(key)
@@ -270,7 +254,7 @@ func (sh *share[K, I, O]) pausedKey(paused *pauses[K], key K) bool {
 
 // unpaused adds to need the inputs of part i of g whose keys are not paused
 // (see pausedKey), which the loop admits without the others (see
-// loop.unpaused).
+// loop.letInPart).
 func (sh *share[K, I, O]) unpaused(paused *pauses[K], need budget, g *group[K, I, O], i int32) budget {
 	for j := range g.ws {
 		if w := &g.ws[j]; w.part == i && !sh.pausedKey(paused, w.key) {
@@ -300,9 +284,6 @@ func (sh *share[K, I, O]) guess(core *state[K, *waiter[K, I, O]], key K) laneGue
 // the core claims a key that has no lane, and a Do that does not claim it
 // joins the lane. Either way the key has a lane after.
 func (sh *share[K, I, O]) claims(core *state[K, *waiter[K, I, O]], key K) bool {
-	if !core.claimsLane(false) { // no direct calls: need guesses nothing
-		return false
-	}
 	if sh.lanes == nil {
 		sh.lanes = make(map[K]laneGuess)
 	}
@@ -335,76 +316,80 @@ func (sh *share[K, I, O]) released(core *state[K, *waiter[K, I, O]], key K) {
 // MaxQueuedWeight, or MaxInt64 without one, as one loop's room has.
 func sharedWeight(lim limits) int64 { return cmp.Or(lim.queuedWeight, math.MaxInt64) }
 
-// giveBackRoom gives back to spare the room this shard holds spare, spare,
-// but for its allowance, and returns what it keeps. It keeps an allowance
-// only while the shard keeps one (no WaitForRoom), admits (admits), the
-// ferry's end has not begun, and no shard waits for room: else it gives all
-// back, and the pool no longer marks it (see pool.hold). Room given back
-// fills the reservations in their order, this shard's too, which keeps its
-// place while an admission waits for room here (wants), and ends once none
-// does. The mark stays while the shard keeps none, until it is asked: it
-// takes spare only when it gives back room, or its mark changes.
-func (sh *share[K, I, O]) giveBackRoom(spare, used budget, admits bool) budget {
+// giveBackRoom gives back to spare the room this shard holds unused, but
+// for its allowance, and returns what it keeps. It keeps an allowance only
+// while the shard keeps one (no WaitForRoom), admits (admits), the ferry's
+// end has not begun, and no shard waits for room: else it gives all back,
+// and the ledger no longer marks it (see ledger.mark). Room given back fills
+// the reservations in their order, this shard's too, which keeps its place
+// while an admission waits for room here (wants), and ends once none does.
+// The mark stays while the shard keeps none, until it is asked: it takes
+// spare only when it gives back room, or its mark changes.
+func (sh *share[K, I, O]) giveBackRoom(unused, used budget, admits bool) budget {
 	ending := sh.reserved && !sh.wants
 	active := sh.keeps && admits && sh.end == 0 && !sh.pressed
 	var keep budget
 	if active {
-		keep = sh.allowance(spare, used)
+		keep = sh.allowance(unused, used)
 	}
-	mark := active && (sh.holds || keep != (budget{})) // a mark stays while it keeps none
-	if spare == keep && !ending && mark == sh.holds {
+	mark := active && (sh.marked || keep != (budget{})) // a mark stays while it keeps none
+	if unused == keep && !ending && mark == sh.marked {
 		return keep // nothing to give back, and the mark stands
 	}
-	sh.ops.add(2)
+	if countOps {
+		sh.ops.add(2)
+	}
 	p := sh.spare.take()
 	if sh.heard(p.end); sh.end != 0 || len(p.waiters) > 0 {
 		keep, mark = budget{}, false
 	}
-	p.give(budget{spare.n - keep.n, spare.w - keep.w})
+	p.give(budget{unused.n - keep.n, unused.w - keep.w})
 	if ending {
 		p.cancel(sh.poke)
 		sh.reserved = false
 	}
-	if mark != sh.holds {
-		p.hold(sh.me, mark)
-		sh.holds = mark
+	if mark != sh.marked {
+		p.mark(sh.me, mark)
+		sh.marked = mark
 	}
 	sh.pressed = false
 	sh.spare.put(p)
 	return keep
 }
 
-// allowance is what the shard keeps of spare, the room it holds spare, with
-// used the room in use in its core (queued inputs and their weight): all of
-// it, unless it passes twice the most in use at a give-back in this window
-// or the last (64 give-backs each), in inputs or in weight; then that most.
-func (sh *share[K, I, O]) allowance(spare, used budget) budget {
+// allowance is what the shard keeps of unused, the room it holds unused,
+// with used the room in use in its core (queued inputs and their weight):
+// all of it, unless it passes twice the most in use at a give-back in this
+// window or the last (64 give-backs each), in inputs or in weight; then
+// that most.
+func (sh *share[K, I, O]) allowance(unused, used budget) budget {
 	sh.used = budget{max(sh.used.n, used.n), max(sh.used.w, used.w)}
 	if sh.turns++; sh.turns == 64 {
 		sh.last, sh.used, sh.turns = sh.used, used, 0
 	}
 	top := budget{max(sh.used.n, sh.last.n), max(sh.used.w, sh.last.w)}
-	if spare.n-top.n > top.n || spare.w-top.w > top.w { // no wrap: all >= 0
-		return budget{min(spare.n, top.n), min(spare.w, top.w)}
+	if unused.n-top.n > top.n || unused.w-top.w > top.w { // no wrap: all >= 0
+		return budget{min(unused.n, top.n), min(unused.w, top.w)}
 	}
-	return spare
+	return unused
 }
 
 // roomFor reserves room for b, the need of the first admission in the
 // shard's wait line, number n (next behind it, 0 if none), with several
-// shards (see loop.roomFor). It first gives back what the core holds spare,
-// which fills the reservations in their order, and makes its own the one of
-// n, needing b (in n's place among the others): then it takes what its
-// reservation holds, once it is ready (see pool.fill). So the room
-// freed goes to the shards' first waiting admissions in the order they
-// began to wait, this shard's own too. What it took and does not use goes
-// back with giveBackRoom, into the reservation, which keeps its place. has
-// is what the core held spare, which the loop has taken out of it; roomFor
-// returns what the loop puts back in (see loop.roomFor). Once the ferry's
-// end has begun (see room.end) it returns has and false, and changes
-// nothing: the loop hears of it (end) and answers its line.
+// shards (see loop.roomFor). It first gives back has, what the core held
+// unused, which fills the reservations in their order, and makes its own
+// the one of n, needing b (in n's place among the others): then it takes
+// what its reservation has, once it is ready (see ledger.fill). So the
+// room freed goes to the shards' first waiting admissions in the order
+// they began to wait, this shard's own too. What it took and does not use
+// goes back with giveBackRoom, into the reservation, which keeps its place.
+// roomFor returns what the loop puts back in the core. Once the ferry's end
+// has begun (see room.end) it returns has and false, and changes nothing:
+// the loop hears of it (end) and answers its line.
 func (sh *share[K, I, O]) roomFor(b, has budget, n, next uint64) (budget, bool) {
-	sh.ops.add(2)
+	if countOps {
+		sh.ops.add(2)
+	}
 	p := sh.spare.take()
 	if sh.heard(p.end); sh.end != 0 {
 		sh.spare.put(p)
@@ -418,32 +403,43 @@ func (sh *share[K, I, O]) roomFor(b, has budget, n, next uint64) (budget, bool) 
 	return got, true
 }
 
-// borrowRoom borrows from the shared room what the admissions among ms, one
+// borrowRoom borrows from spare what the admissions among ms, one
 // wake-up's messages, lack in the core (see share.borrowRoom), unless the
 // core refuses every admission.
 func (l *loop[K, I, O]) borrowRoom(ms []msg[K, I, O]) {
-	if !l.admits() {
+	if l.st.closed || l.st.shuttingDown {
 		return
 	}
-	has := l.takeSpare()
-	got := l.share.borrowRoom(l.share.need(ms, l.st, &l.paused), has, budget{l.st.queued, l.st.weight})
-	l.st.grow(got.n, got.w)
-}
-
-// giveBackRoom gives the room the core holds spare back to the shared
-// room, but for the allowance, with several shards (see share.giveBackRoom).
-func (l *loop[K, I, O]) giveBackRoom() {
-	if l.share.spare != nil {
-		kept := l.share.giveBackRoom(l.takeSpare(), budget{l.st.queued, l.st.weight}, l.admits())
-		l.st.grow(kept.n, kept.w)
+	var paused *pauses[K] // need reads it only with PauseOnError
+	if l.f.pauseOnError {
+		paused = &l.pauses.keys
+	}
+	need := l.share.need(ms, l.st, paused)
+	if need == (budget{}) {
+		return
+	}
+	has := l.st.unused()
+	got := l.share.borrowRoom(need, has, budget{l.st.queued, l.st.weight})
+	if got != has {
+		l.st.grow(got.n-has.n, got.w-has.w)
 	}
 }
 
-// takeSpare takes the room the core holds spare out of it, and returns it.
-func (l *loop[K, I, O]) takeSpare() budget {
-	n, w := l.st.spare()
-	l.st.grow(-n, -w)
-	return budget{n, w}
+// giveBackRoom gives the room the core holds unused back to spare, but for
+// the allowance, with several shards (see share.giveBackRoom).
+func (l *loop[K, I, O]) giveBackRoom() {
+	unused := l.st.unused()
+	admits := !l.st.closed && !l.st.shuttingDown
+	if kept := l.share.giveBackRoom(unused, budget{l.st.queued, l.st.weight}, admits); kept != unused {
+		l.st.grow(kept.n-unused.n, kept.w-unused.w)
+	}
+}
+
+// takeUnused takes the room the core holds unused out of it, and returns it.
+func (l *loop[K, I, O]) takeUnused() budget {
+	b := l.st.unused()
+	l.st.grow(-b.n, -b.w)
+	return b
 }
 
 // borrow takes from spare, in one step, the room for all of g's inputs, a
@@ -451,12 +447,12 @@ func (l *loop[K, I, O]) takeSpare() budget {
 // the part's room to its own as it lets the part in, and refuses it only if
 // it is closing. It reports false, and takes nothing, if spare lacks that
 // room (the room is full but for room that a shard holds within a wake-up)
-// or the ferry's end has begun (see room.end); while a shard may hold the
+// or the ferry's end has begun (see room.end); while a shard may keep the
 // room it lacks as its allowance, it asks for it and waits, as a shard
-// does (see share.borrowRoom). The parts then hold room
-// shard by shard (see group.admit), or are refused. So two DoManys
-// over the same shards never each hold room the other needs, as they can
-// holding it shard by shard: one of them borrows, whatever the weights.
+// does (see share.borrowRoom). The parts then earmark room shard by shard
+// (see group.admit), or are refused. So two DoManys over the same shards
+// never each keep room the other needs, as they can earmarking it shard by
+// shard: one of them borrows, whatever the weights.
 func borrow[K comparable, I, O any](f *Ferry[K, I, O], g *group[K, I, O], total int64) bool {
 	var asks []int
 	var poke chan struct{}
@@ -471,15 +467,15 @@ func borrow[K comparable, I, O any](f *Ferry[K, I, O], g *group[K, I, O], total 
 			f.spare.put(p)
 			break
 		}
-		if !p.held(-1) {
+		if !p.marked(-1) {
 			f.spare.put(p)
 			return false
 		}
-		if poke == nil { // a shard may hold the room as its allowance: ask, and wait
+		if poke == nil { // a shard may keep the room as its allowance: ask, and wait
 			poke = make(chan struct{}, 1)
 		}
-		p.waiters = append(p.waiters, poke)
-		asks = p.holders(-1, asks[:0])
+		p.waiters.add(poke)
+		asks = p.markedBut(-1, asks[:0])
 		f.spare.put(p)
 		for _, i := range asks {
 			askBack(f.shards[i])

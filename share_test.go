@@ -71,17 +71,17 @@ func TestShareNeed(t *testing.T) {
 		}, ms: []m{release("a"), do("a", 5)}, want: budget{1, 5}},
 		{name: "a DoMany's inputs, then a Do of their key", direct: true,
 			ms: []m{part(opAdmitMany, []string{"a", "b"}), do("b", 5), do("c", 7)}, want: budget{3, 7}},
-		{name: "a hold lets nothing in", direct: true,
-			ms: []m{part(opHold, []string{"a", "b"}, 2, 3), do("b", 5)}, want: budget{2, 5}},
+		{name: "an earmark lets nothing in", direct: true,
+			ms: []m{part(opEarmark, []string{"a", "b"}, 2, 3), do("b", 5)}, want: budget{2, 5}},
 		{name: "more inputs than MaxQueued", ms: []m{part(opAdmitMany, make([]string, 9))}, want: budget{}},
-		{name: "heavier than the room together", ms: []m{part(opHold, []string{"a", "b"}, 60, 41)}, want: budget{}},
+		{name: "heavier than the room together", ms: []m{part(opEarmark, []string{"a", "b"}, 60, 41)}, want: budget{}},
 		{name: "past MaxInt64", ms: []m{part(opAdmitMany, []string{"a", "b"}, math.MaxInt64, 1)}, want: budget{}},
 		{name: "granted", ms: []m{granted, do("z", 1)}, want: budget{1, 1}},
 		{name: "past MaxInt64 in all", ms: []m{do("a", 100), do("b", 100), part(opAdmitMany, []string{"c"}, 100)}, want: budget{3, 300}},
 		{name: "a paused key's inputs", paused: []string{"p"},
 			ms: []m{do("p", 5), submit("p", 6), part(opAdmitMany, []string{"a", "p"}, 2, 7), do("a", 1)}, want: budget{2, 3}},
-		{name: "a hold holds for a paused key's input too", paused: []string{"p"},
-			ms: []m{part(opHold, []string{"a", "p"}, 2, 7)}, want: budget{2, 9}},
+		{name: "an earmark keeps room for a paused key's input too", paused: []string{"p"},
+			ms: []m{part(opEarmark, []string{"a", "p"}, 2, 7)}, want: budget{2, 9}},
 		{name: "a paused key resumed in the wake-up", paused: []string{"p"},
 			ms: []m{do("p", 5), {op: opResume, key: "p"}, do("p", 6), part(opAdmitMany, []string{"p"}, 7)}, want: budget{2, 13}},
 	} {
@@ -94,7 +94,7 @@ func TestShareNeed(t *testing.T) {
 		for _, k := range tc.paused {
 			ps.pause(k, errBoom, 0, false)
 		}
-		sh := share[string, in, int]{lim: lim}
+		sh := newShare[string, in, int](lim, nil, false, nil, 0, nil)
 		assert.Equal(t, tc.want, sh.need(tc.ms, st, &ps), tc.name)
 		assert.Empty(t, sh.lanes, "%s: the guesses are forgotten", tc.name)
 		assert.Empty(t, sh.resumed, "%s: the Resumes are forgotten", tc.name)
@@ -108,7 +108,7 @@ func TestShareNeed(t *testing.T) {
 		if shut {
 			st.shutdown()
 		}
-		l := &loop[string, in, int]{st: st, share: share[string, in, int]{lim: lim, spare: newRoom(budget{8, 100})}}
+		l := &loop[string, in, int]{f: &Ferry[string, in, int]{}, st: st, share: share[string, in, int]{lim: lim, spare: newRoom(budget{8, 100})}}
 		l.borrowRoom([]m{do("a", 2), do("b", 3)})
 		want := budget{6, 95}
 		if shut {

@@ -12,20 +12,19 @@ package ferry
 // its select; put gives one back and never blocks, as the slots taken and not
 // given back are never more than the channel holds. ended counts the shards
 // whose loops have ended, in a channel of one: the last stops the workers in
-// free (see slots.stopWorkers). wants, a channel of one, holds the pokes of
-// the shards that found free empty while they held their share at least,
+// free (see slots.stopWorkers). wants, a channel of one, holds the wake-ups
+// of the shards that found free empty while they had their share at least,
 // and look again only once poked: a shard that gives slots back pokes them
 // (see slots.lent). Zero with one shard. Its methods run on the loops.
 type tokens[K comparable, I, O any] struct {
 	free  chan *worker[K, I, O]
 	ended chan int
-	wants chan []chan struct{}
+	wants chan wakeups
 }
 
 // newTokens returns n free slots, whose workers have not started.
 func newTokens[K comparable, I, O any](n int) tokens[K, I, O] {
-	t := tokens[K, I, O]{free: make(chan *worker[K, I, O], n), ended: make(chan int, 1),
-		wants: make(chan []chan struct{}, 1)}
+	t := tokens[K, I, O]{free: make(chan *worker[K, I, O], n), ended: make(chan int, 1), wants: make(chan wakeups, 1)}
 	for range n {
 		t.free <- nil
 	}
@@ -34,28 +33,19 @@ func newTokens[K comparable, I, O any](n int) tokens[K, I, O] {
 	return t
 }
 
-// want adds poke to the pokes of those that wait for a slot to be given back.
+// want adds poke to those that wait for a slot to be given back.
 func (t tokens[K, I, O]) want(poke chan struct{}) {
-	ps := <-t.wants
-	t.wants <- append(ps, poke)
+	ws := <-t.wants
+	ws.add(poke)
+	t.wants <- ws
 }
 
 // wake pokes those that wait for a slot to be given back, and forgets them.
-// A poke never blocks: a poke channel
-// holds one, and a second says nothing more.
 func (t tokens[K, I, O]) wake() {
-	ps := <-t.wants
-	if len(ps) == 0 {
-		t.wants <- ps
-		return
-	}
-	t.wants <- nil
-	for _, p := range ps {
-		select {
-		case p <- struct{}{}:
-		default:
-		}
-	}
+	ws := <-t.wants
+	pokes := ws.take()
+	t.wants <- ws
+	pokes.poke()
 }
 
 // tryTake takes a free slot, its worker or nil, and reports false at once if
@@ -73,44 +63,47 @@ func (t tokens[K, I, O]) tryTake() (*worker[K, I, O], bool) {
 func (t tokens[K, I, O]) put(wk *worker[K, I, O]) { t.free <- wk }
 
 // slots is the workers a shard holds, each on a slot, by id, and with several
-// shards its side of the slots they share (pool). With one shard they are all
-// its own: it starts them as batches need them, up to most, and keeps them.
-// With several, all of them together are MaxInFlightBatches, so that the
-// batched calls in flight, and the workers, across shards never pass it, while
-// one shard may run all of them: a shard with no idle worker takes a slot from
-// the pool, and starts its worker if it has none. A shard that finds none
-// there is starved: below its share (own), its loop then waits for one beside
-// its inbound channel (see loop.run and gotSlot); holding its share, it has
-// batches of its own to end, and instead records its poke in the pool's wants
-// (waiting) and does not look at the pool again until a shard that gives slots
-// back pokes it (see lent), a poke its loop waits for beside its inbound
-// channel (see wakes): so busy shards do not look at the pool at every
-// wake-up, nor wait on it, and a slot given back runs their ready batch. As a
-// batch ends and its worker is idle again, a shard keeps it if it holds no
-// more than its own share (own), so that busy
-// shards do not pass slots back and forth, and else gives it back, where a
-// starved shard gets it; at the end of each dispatch it gives back the idle
-// workers it holds (see giveBackIdleSlots). start starts a worker goroutine
-// and returns its handle: a test gives one that starts none. loop: its methods
-// run on the shard's loop goroutine.
+// shards its side of the slots they share (tokens). With one shard they are
+// all its own: it starts them as batches need them, up to most, and keeps
+// them. With several, all of them together are MaxInFlightBatches, so that
+// the batched calls in flight, and the workers, across shards never pass it,
+// while one shard may run all of them. A shard with no idle worker takes a
+// slot from tokens, and starts its worker if it has none; one that finds
+// none there is starved, and its loop waits (see waitOn). As a batch ends a
+// shard keeps its worker if it has no more than its own share, and else
+// gives it back; at the end of each dispatch it gives back the idle workers
+// it has (see giveBackIdleSlots). docs/design.md (Shards) tells why. start
+// starts a worker goroutine and returns its handle: a test gives one that
+// starts none. loop: its methods run on the shard's loop goroutine.
 type slots[K comparable, I, O any] struct {
-	pool    tokens[K, I, O]         // the ferry's, with several shards
-	shards  int                     // the ferry's shards: the last to end stops the pool's workers
+	tokens  tokens[K, I, O]         // the ferry's, with several shards
+	shards  int                     // the ferry's shards: the last to end stops the tokens' workers
 	starved bool                    // a lane is ready, but no worker is free and no slot: run waits for one
 	own     int                     // its share of the slots
 	most    int                     // with one shard, the workers it may start: MaxInFlightBatches
 	start   func() *worker[K, I, O] // starts a worker: newWorker, but in tests
-	workers []*worker[K, I, O]      // the workers it holds, each on a slot, by id; nil: an id free
+	workers []*worker[K, I, O]      // the workers it has, each on a slot, by id; nil: an id free
 	idle    []int                   // the ids of those with no batch
 	free    []int                   // the ids free
 	poke    chan struct{}           // with several shards, capacity 1: poked once slots are given back
-	waiting bool                    // its poke is in the pool's wants, not poked yet: it holds own at least
-	gave    int                     // slots given back, less those taken from the pool, since it last poked the pool's wants
-	ops     *sharedOps              // the loop's count of operations on the pool: see sharedOps
+	waiting bool                    // its poke is in the tokens' wants, not poked yet: it has own at least
+	gave    int                     // slots given back, less those taken from tokens, since it last poked the wants
+	ops     *sharedOps              // the loop's count of operations on tokens: see sharedOps
+}
+
+// newSlots returns the slots of a shard of shards, whose share is own, that
+// may start most workers with one shard, with start, over t, the ferry's
+// tokens (zero with one shard), counting its operations on them in ops.
+func newSlots[K comparable, I, O any](t tokens[K, I, O], shards, own, most int, start func() *worker[K, I, O], ops *sharedOps) slots[K, I, O] {
+	sl := slots[K, I, O]{tokens: t, shards: shards, own: own, most: most, start: start, ops: ops}
+	if t.free != nil {
+		sl.poke = make(chan struct{}, 1)
+	}
+	return sl
 }
 
 // dispatching forgets that the shard was starved, as a dispatch begins:
-// takeSlot will look at the pool again, unless the shard waits for a poke
+// takeSlot will look at tokens again, unless the shard waits for a poke
 // that has not come.
 func (sl *slots[K, I, O]) dispatching() {
 	sl.starved = false
@@ -123,23 +116,27 @@ func (sl *slots[K, I, O]) dispatching() {
 	}
 }
 
-// parked reports whether the loop waits for a slot in its select: it is
-// starved below its share.
-func (sl *slots[K, I, O]) parked() bool { return sl.starved && !sl.waiting }
-
-// wakes is the shard's poke while it is starved and its poke is in the
-// pool's wants: the loop waits for it in its select, so that a slot given
-// back runs a batch ready here without waiting for a worker of its own
-// (which may be in a Submit's done for long). Nil otherwise.
-func (sl *slots[K, I, O]) wakes() <-chan struct{} {
-	if sl.starved && sl.waiting {
-		return sl.poke
+// waitOn returns what the loop's select waits on while the shard is starved
+// (nil when it is not): below its share, tokens' free slots; at its share,
+// its poke in the tokens' wants, so that a slot given back runs a batch ready
+// here without waiting for a worker of its own (which may be in a Submit's
+// done for long).
+func (sl *slots[K, I, O]) waitOn() (slot <-chan *worker[K, I, O], given <-chan struct{}) {
+	switch {
+	case !sl.starved:
+	case sl.waiting:
+		given = sl.poke
+	default:
+		if countOps {
+			sl.ops.add(1) // the select waits on it
+		}
+		slot = sl.tokens.free
 	}
-	return nil
+	return slot, given
 }
 
-// poked records the poke the loop received from wakes: the shard looks at
-// the pool again.
+// poked records the poke the loop received from waitOn: the shard looks at
+// tokens again.
 func (sl *slots[K, I, O]) poked() { sl.waiting = false }
 
 // takeSlot returns the id of an idle worker for a batch, with its slot, and
@@ -150,39 +147,43 @@ func (sl *slots[K, I, O]) takeSlot() (id int, ok bool) {
 		return id, true
 	}
 	var wk *worker[K, I, O]
-	if sl.pool.free == nil {
+	if sl.tokens.free == nil {
 		if len(sl.workers) == sl.most {
 			return 0, false
 		}
-		return sl.hold(nil), true
+		return sl.adopt(nil), true
 	}
-	if sl.waiting { // the pool had none, and none was given back since
+	if sl.waiting { // tokens had none, and none was given back since
 		sl.starved = true
 		return 0, false
 	}
-	sl.ops.add(1)
-	if wk, ok = sl.pool.tryTake(); ok {
-		return sl.hold(wk), true
+	if countOps {
+		sl.ops.add(1)
+	}
+	if wk, ok = sl.tokens.tryTake(); ok {
+		return sl.adopt(wk), true
 	}
 	sl.starved = true
-	if sl.held() < sl.own {
-		return 0, false // the loop waits on the pool: see run
+	if sl.has() < sl.own {
+		return 0, false // the loop waits on tokens: see run
 	}
 	// Its share at least, all busy: wait for a poke, then look once more,
 	// for a slot given back before the poke was in wants.
-	sl.ops.add(3)
+	if countOps {
+		sl.ops.add(3)
+	}
 	sl.drain()
-	sl.pool.want(sl.poke)
+	sl.tokens.want(sl.poke)
 	sl.waiting = true
-	if wk, ok = sl.pool.tryTake(); ok {
+	if wk, ok = sl.tokens.tryTake(); ok {
 		sl.starved = false
-		return sl.hold(wk), true
+		return sl.adopt(wk), true
 	}
 	return 0, false
 }
 
-// held is how many slots the shard holds.
-func (sl *slots[K, I, O]) held() int { return len(sl.workers) - len(sl.free) }
+// has is how many slots the shard has.
+func (sl *slots[K, I, O]) has() int { return len(sl.workers) - len(sl.free) }
 
 // at is the worker the shard holds on slot id, nil if none: the id may be
 // free, or past the workers it holds (none once its loop has ended).
@@ -194,15 +195,15 @@ func (sl *slots[K, I, O]) at(id int64) *worker[K, I, O] {
 }
 
 // gotSlot takes wk, a slot's worker or nil, that the starved loop's select
-// received from the pool, as an idle worker the shard holds.
+// received from tokens, as an idle worker the shard holds.
 func (sl *slots[K, I, O]) gotSlot(wk *worker[K, I, O]) {
-	sl.idle = append(sl.idle, sl.hold(wk))
+	sl.idle = append(sl.idle, sl.adopt(wk))
 }
 
-// hold adds wk, a slot's worker, to those the shard holds, starting it if it
+// adopt adds wk, a slot's worker, to those the shard has, starting it if it
 // is nil, and returns its id.
-func (sl *slots[K, I, O]) hold(wk *worker[K, I, O]) int {
-	sl.gave = max(0, sl.gave-1) // with several shards, a slot taken from the pool: see lent
+func (sl *slots[K, I, O]) adopt(wk *worker[K, I, O]) int {
+	sl.gave = max(0, sl.gave-1) // with several shards, a slot taken from tokens: see lent
 	if wk == nil {
 		wk = sl.start()
 	}
@@ -221,7 +222,7 @@ func (sl *slots[K, I, O]) hold(wk *worker[K, I, O]) int {
 // gives it back with its slot if the shard holds more than its share.
 func (sl *slots[K, I, O]) releaseSlot(id int) {
 	sl.workers[id].idle = true
-	if sl.pool.free != nil && sl.held() > sl.own {
+	if sl.tokens.free != nil && sl.has() > sl.own {
 		sl.giveBack(id)
 		return
 	}
@@ -232,7 +233,7 @@ func (sl *slots[K, I, O]) releaseSlot(id int) {
 // slots, at the end of each dispatch, for the other shards; then, if it has
 // given any back since, it pokes those waiting for one (see lent).
 func (sl *slots[K, I, O]) giveBackIdleSlots() {
-	if sl.pool.free == nil {
+	if sl.tokens.free == nil {
 		return
 	}
 	for _, id := range sl.idle {
@@ -243,28 +244,32 @@ func (sl *slots[K, I, O]) giveBackIdleSlots() {
 }
 
 // lent pokes the shards waiting for a slot given back, if this one has given
-// back more than it took from the pool since it last did: after the slots
-// are in the pool, so that a shard poked finds them, and one that records its
+// back more than it took from tokens since it last did: after the slots
+// are in tokens, so that a shard poked finds them, and one that records its
 // poke after looks once more (see takeSlot). A shard that gave a slot back
 // as its batch beyond its share ended, and took one again for its next
-// batch, left the pool as the waiters last saw it (empty, or with slots whose
+// batch, left tokens as the waiters last saw it (empty, or with slots whose
 // giver pokes them), and pokes no one.
 func (sl *slots[K, I, O]) lent() {
 	if sl.gave > 0 {
-		sl.ops.add(2)
-		sl.pool.wake()
+		if countOps {
+			sl.ops.add(2)
+		}
+		sl.tokens.wake()
 	}
 	sl.gave = 0
 }
 
-// giveBack gives worker id back to the pool, with its slot.
+// giveBack gives worker id back to tokens, with its slot.
 func (sl *slots[K, I, O]) giveBack(id int) {
-	sl.ops.add(1)
-	sl.pool.put(sl.workers[id])
+	if countOps {
+		sl.ops.add(1)
+	}
+	sl.tokens.put(sl.workers[id])
 	sl.workers[id] = nil
 	sl.free = append(sl.free, id)
 	sl.gave++
-	if sl.waiting { // it looks at the pool again, a poke to come or not
+	if sl.waiting { // it looks at tokens again, a poke to come or not
 		sl.waiting = false
 		sl.drain()
 	}
@@ -281,13 +286,27 @@ func (sl *slots[K, I, O]) drain() {
 
 // mayTake reports whether takeSlot may yet find a worker: one is idle, or with
 // one shard fewer than most have started, or with several the shard is not
-// starved (it has not found the pool empty, nor waits for a poke, since its
+// starved (it has not found tokens empty, nor waits for a poke, since its
 // dispatch began).
 func (sl *slots[K, I, O]) mayTake() bool {
-	if sl.pool.free == nil {
+	if sl.tokens.free == nil {
 		return len(sl.idle) > 0 || len(sl.workers) < sl.most
 	}
 	return !sl.starved
+}
+
+// owe makes every busy worker's batch owe the round that starts one thing,
+// paid by its opIdle, and returns how many: no busy worker owes an older
+// round anything (see loop.startRound).
+func (sl *slots[K, I, O]) owe(rs *rounds) int {
+	n := 0
+	for _, wk := range sl.workers {
+		if wk != nil && !wk.idle {
+			wk.fl.owe = rs.owe(1)
+			n++
+		}
+	}
+	return n
 }
 
 // busy is how many of the workers the shard holds have a batch.
@@ -297,7 +316,7 @@ func (sl *slots[K, I, O]) busy() int {
 
 // stopWorkers stops the workers the shard holds, all idle, as its loop ends, and
 // with several shards gives back their slots without them; the last shard
-// to end then stops the workers in the pool, which every other shard has
+// to end then stops the workers in tokens, which every other shard has
 // given back by then. Each stopped worker tells the loop, s's, as it exits;
 // stopWorkers returns how many it stopped.
 func (sl *slots[K, I, O]) stopWorkers(s *shard[K, I, O]) int {
@@ -308,26 +327,32 @@ func (sl *slots[K, I, O]) stopWorkers(s *shard[K, I, O]) int {
 		}
 		wk.jobs <- job[K, I, O]{s: s} // a stop: no batch
 		n++
-		if sl.pool.free != nil {
-			sl.ops.add(1)
-			sl.pool.put(nil)
+		if sl.tokens.free != nil {
+			if countOps {
+				sl.ops.add(1)
+			}
+			sl.tokens.put(nil)
 			sl.gave++
 		}
 	}
 	sl.workers, sl.idle, sl.free = nil, nil, nil
-	if sl.pool.free == nil {
+	if sl.tokens.free == nil {
 		return n
 	}
 	sl.lent()
-	sl.ops.add(2)
-	ended := <-sl.pool.ended + 1
-	sl.pool.ended <- ended
+	if countOps {
+		sl.ops.add(2)
+	}
+	ended := <-sl.tokens.ended + 1
+	sl.tokens.ended <- ended
 	if ended < sl.shards {
 		return n
 	}
-	sl.ops.add(cap(sl.pool.free))
-	for range cap(sl.pool.free) {
-		if wk := <-sl.pool.free; wk != nil {
+	if countOps {
+		sl.ops.add(cap(sl.tokens.free))
+	}
+	for range cap(sl.tokens.free) {
+		if wk := <-sl.tokens.free; wk != nil {
 			wk.jobs <- job[K, I, O]{s: s}
 			n++
 		}

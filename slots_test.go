@@ -10,14 +10,14 @@ import (
 // slots over three shards of one slot each, without goroutines: a shard
 // beyond its share gives its extra slot back as that batch ends, and pokes
 // the shards waiting in wants as its dispatch ends only if it gave back more
-// than it took from the pool meanwhile. Mutation: hold not counting a take
+// than it took from tokens meanwhile. Mutation: adopt not counting a take
 // against gave (the first case pokes c for a pool as empty as it saw it).
 func TestLentPokesForSlotsGivenBackNet(t *testing.T) {
 	type sl = slots[string, in, int]
 	pool := newTokens[string, in, int](3)
 	mk := func() *sl {
-		return &sl{pool: pool, shards: 3, own: 1, poke: make(chan struct{}, 1), ops: &sharedOps{},
-			start: func() *worker[string, in, int] { return &worker[string, in, int]{} }}
+		s := newSlots(pool, 3, 1, 0, func() *worker[string, in, int] { return &worker[string, in, int]{fl: new(flight[string, in, int])} }, &sharedOps{})
+		return &s
 	}
 	b, c := mk(), mk()
 	take := func(s *sl) int {

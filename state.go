@@ -3,12 +3,12 @@ package ferry
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"maps"
 	"math"
 	"slices"
 	"time"
 
-	"github.com/gammazero/deque"
 	"github.com/google/btree"
 )
 
@@ -35,19 +35,20 @@ import (
 // Deadlines saturate: a submission time plus the delay that passes MaxInt64 ns
 // after the origin is due at MaxInt64 ns (about 292 years: never, in effect).
 //
-// A lane may hold a continuation: one opaque entry, a batch whose call failed
-// and is to be retried (Config.Retry), handed back by park. Its inputs are in
-// flight, as a busy lane's are: they count in no room. The lane waits, parked,
-// in the parks tree until its deadline (park's now plus a backoff, saturated
-// as above), or until unpark; then it is ready, and take hands out the
-// continuation alone, before the lane's items, which wait behind it. While it
-// holds a continuation no other call of the key runs. Neither flush nor
-// shutdown ends a park; drain makes every parked lane ready at once, so that
-// its continuation is answered (the loop's workers do that). A lane held
-// (Config.HoldPaused: see parkHeld) is parked with no deadline, in no tree: only
-// unpark and drain end it.
+// A lane may hold a continuation: a batch whose call failed and is to be
+// called again (Config.Retry), which the loop keeps; the core keeps only that
+// it is there. Its inputs are in flight, as a busy lane's are: they count in
+// no room. The lane waits, parked, until its deadline (park's now plus a
+// backoff, saturated as above), or until unpark; then it is ready, and take
+// reports the continuation, alone, before the lane's items, which wait behind
+// it. While it holds a continuation no other call of the key runs. Neither
+// flush nor shutdown ends a park; drain makes every parked lane ready at
+// once, so that its continuation is answered (the loop's workers do that). A
+// lane held (Config.HoldPaused: see hold) is parked with no deadline, in no
+// tree: only unpark and drain end it.
 
-// limits is the core's view of Config, validated and defaulted by New.
+// limits is the core's view of Config, validated and defaulted by New: the
+// ferry's configuration, whatever room a shard holds (see state.room).
 type limits struct {
 	batchSize    int           // inputs per batch, > 0
 	batchWeight  int64         // weight per batch; 0: no limit (newState makes it MaxInt64)
@@ -56,6 +57,16 @@ type limits struct {
 	queuedWeight int64         // their total weight; 0: no limit but MaxInt64's, as above
 	direct       bool          // claim idle keys when delay is 0
 }
+
+// budget is an amount of room: inputs and their weight. Whoever holds it,
+// out of a room, changes it; its one method only reads it, on any goroutine.
+type budget struct {
+	n int
+	w int64
+}
+
+// holds reports whether b is at least need, in inputs and in weight.
+func (b budget) holds(need budget) bool { return b.n >= need.n && b.w >= need.w }
 
 // outcome is what admit did with an input.
 type outcome uint8
@@ -66,12 +77,12 @@ const (
 	rejectedFull                 // the room is full by count or weight (or the total would pass MaxInt64)
 	rejectedHeavy                // heavier than the whole room can ever hold
 	refused                      // the room is closed (drained or shutting down)
-	overHeld                     // its key's lane is held (parkHeld) and holds its share of the room: see heldShare
+	overHeld                     // its key's lane is held (see hold) and keeps its share of the room: see heldShare
 )
 
-// heldShare bounds what the lane of a held key (see parkHeld) keeps: at
-// most 1/heldShare of the room's inputs and weight, and one input at least,
-// so that a key held through a long outage never fills the room.
+// heldShare bounds what the lane of a held key (see hold) keeps: at most
+// 1/heldShare of the room's inputs and weight, and one input at least, so
+// that a key held through a long outage never fills the room.
 const heldShare = 8
 
 // ticket names an admitted input, for drop.
@@ -96,7 +107,7 @@ const (
 	phaseBusy    phase = iota + 1 // a call is in flight; never in ready or waiting
 	phaseReady                    // in the ready line
 	phaseWaiting                  // in the waiting tree until its deadline
-	phaseParked                   // holds a continuation, in the parks tree until its deadline (held forever: in none)
+	phaseParked                   // holds a continuation, in the parks tree until its deadline (held: in none)
 )
 
 // lane holds one key's waiting inputs. It exists while it has inputs or a call.
@@ -105,35 +116,11 @@ type lane[K comparable, E any] struct {
 	items  queue[E] // by (rank, seq)
 	weight int64    // total weight of items
 	phase  phase
-	ref    uint64        // while ready: the sequence of its ready ref; while waiting or parked: of its tree's ref
+	ref    uint64        // its place in the schedule: see schedule
 	due    time.Duration // while waiting or parked: its deadline, since the origin
-	cont   E             // its continuation, while held: see park
-	held   bool          // it holds cont: parked, or ready to hand it out
-	ever   bool          // while parked: held with no deadline, in no tree (see parkHeld)
+	cont   bool          // it holds a continuation: parked, or ready to hand it out
+	held   bool          // parked with no deadline, in no tree, until unpark or drain (see hold)
 }
-
-// readyRef is a lane's place in the ready line. A ref whose seq no longer
-// matches its lane (the lane emptied, or was reused) is stale and skipped.
-type readyRef[K comparable, E any] struct {
-	l   *lane[K, E]
-	seq uint64
-}
-
-// waitRef is a lane's place in the waiting tree or the parks tree, by (due, seq).
-type waitRef[K comparable, E any] struct {
-	due time.Duration
-	seq uint64
-	l   *lane[K, E]
-}
-
-// shrinkLanes is the size past which a map that has shrunk to a quarter of
-// its peak is rebuilt, so that memory follows what waits, not the most that
-// ever waited: Go's maps never give memory back.
-const shrinkLanes = 1024
-
-// staleSlack is how many stale refs the ready line may hold beyond one per
-// ready lane before it is compacted.
-const staleSlack = 4
 
 // freeLanes bounds the lanes kept for reuse.
 const freeLanes = 64
@@ -150,55 +137,92 @@ const baseCap = 128
 type state[K comparable, E any] struct {
 	lim limits
 
-	lanes   map[K]*lane[K, E]
-	ready   deque.Deque[readyRef[K, E]] // first come, first served; may hold stale refs
-	nready  int                         // lanes in phase ready
-	waiting *btree.BTreeG[waitRef[K, E]]
-	parks   *btree.BTreeG[waitRef[K, E]] // parked lanes, by deadline; refs share seq with waiting's
+	lanes peakMap[K, *lane[K, E]]
+	sched schedule[K, E]
 
 	queued int   // inputs waiting
 	weight int64 // their total weight
 	busy   int   // calls in flight, batched and direct
 	conts  int   // lanes that hold a continuation, parked or ready: see park
 
-	held       int    // room held for inputs not yet entered: see hold
-	heldWeight int64  // and their weight; queued+held and weight+heldWeight stay within the limits
-	heavy      int64  // the whole room's weight: lim.queuedWeight unless grow changed that
-	heldCap    budget // the most a held lane keeps: see heldShare
+	room      budget // what it may hold: lim's, or a shard's share of it (see grow)
+	earmarked budget // room kept for inputs not yet entered: see earmark
+	heldCap   budget // the most a held lane keeps: see heldShare
 
-	seq          uint64 // last sequence handed out, for items and refs
+	seq          uint64 // last sequence handed out to an item
 	closed       bool   // drained: nothing is admitted again
 	shuttingDown bool   // nothing is admitted again, every lane is due: see shutdown
 	flushed      uint64 // inputs with a seq up to this are due: see flush
-	peak         int    // most lanes since the map was last rebuilt; see shrink
 
 	free      []*lane[K, E]
 	itemsFree *btree.FreeListG[item[E]] // nodes for lanes whose ranks arrive out of order
 }
 
-// btree degree for lanes and the waiting tree.
-const degree = 16
+// peakMap is a map that remembers the most entries it has held since it was
+// last rebuilt, and rebuilds itself once it holds a quarter of that or less,
+// past shrinkLanes: Go's maps never give memory back, and memory should
+// follow what waits, not the most that ever waited. A rebuild of n entries
+// follows 3n deletions, so it costs O(1) amortized. Its zero value is empty
+// and allocates at its first put. Its methods run on the goroutine that owns
+// it: a loop, for the core's lanes and the loop's components.
+type peakMap[K comparable, V any] struct {
+	m    map[K]V
+	peak int
+}
+
+// shrinkLanes is the peak past which a peakMap is rebuilt once it holds a
+// quarter of it or less.
+const shrinkLanes = 1024
+
+// get returns k's value, or the zero value.
+func (p *peakMap[K, V]) get(k K) V { return p.m[k] }
+
+// lookup returns k's value and whether k is there.
+func (p *peakMap[K, V]) lookup(k K) (V, bool) {
+	v, ok := p.m[k]
+	return v, ok
+}
+
+// put sets k's value.
+func (p *peakMap[K, V]) put(k K, v V) {
+	if p.m == nil {
+		p.m = make(map[K]V)
+	}
+	p.m[k] = v
+	p.peak = max(p.peak, len(p.m))
+}
+
+// del deletes k, if it is there, and rebuilds the map once it holds a
+// quarter of its peak or less.
+func (p *peakMap[K, V]) del(k K) {
+	delete(p.m, k)
+	if p.peak > shrinkLanes && len(p.m) <= p.peak/4 {
+		p.m = maps.Clone(p.m)
+		p.peak = len(p.m)
+	}
+}
+
+// len is the number of entries.
+func (p *peakMap[K, V]) len() int { return len(p.m) }
+
+// all is the entries, in no order. The map must not change during the loop
+// but by deleting the entry at hand.
+func (p *peakMap[K, V]) all() iter.Seq2[K, V] { return maps.All(p.m) }
 
 func newState[K comparable, E any](lim limits) *state[K, E] {
 	lim.batchWeight = cmp.Or(lim.batchWeight, math.MaxInt64)
 	lim.queuedWeight = cmp.Or(lim.queuedWeight, math.MaxInt64)
 	return &state[K, E]{
 		lim:       lim,
-		heavy:     lim.queuedWeight,
+		sched:     newSchedule[K, E](),
+		room:      budget{lim.queued, lim.queuedWeight},
 		heldCap:   budget{max(1, lim.queued/heldShare), max(1, lim.queuedWeight/heldShare)},
-		lanes:     make(map[K]*lane[K, E]),
-		waiting:   btree.NewG(degree, waitLess[K, E]),
-		parks:     btree.NewG(degree, waitLess[K, E]),
 		itemsFree: btree.NewFreeListG[item[E]](btree.DefaultFreeListSize),
 	}
 }
 
 func itemLess[E any](a, b item[E]) bool {
 	return a.rank < b.rank || a.rank == b.rank && a.seq < b.seq
-}
-
-func waitLess[K comparable, E any](a, b waitRef[K, E]) bool {
-	return a.due < b.due || a.due == b.due && a.seq < b.seq
 }
 
 func (s *state[K, E]) next() uint64 { s.seq++; return s.seq }
@@ -217,7 +241,7 @@ func (s *state[K, E]) dueAt(at time.Duration) time.Duration {
 // the input heavier than the room; else it is join. weight must not be negative.
 func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Duration, e E) (outcome, ticket) {
 	if s.claims(key) {
-		if o := s.room(0, 0, weight); o != admitted {
+		if o := s.fits(0, 0, weight); o != admitted {
 			return o, ticket{}
 		}
 		s.claim(key)
@@ -230,7 +254,7 @@ func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Duration, e 
 // than let its input join the lane (if the room holds it): the rule, asked
 // by admit, by the loop's wait line and, with its guess of the lane, by
 // share.need (see claimsLane).
-func (s *state[K, E]) claims(key K) bool { return s.claimsLane(s.lanes[key] != nil) }
+func (s *state[K, E]) claims(key K) bool { return s.claimsLane(s.lanes.get(key) != nil) }
 
 // claimsLane is claims for a key whose lane exists or not: direct calls are
 // on (no delay) and the key has no lane.
@@ -240,7 +264,7 @@ func (s *state[K, E]) claimsLane(exists bool) bool {
 
 // laneOf reports whether key has a lane, and whether it holds inputs.
 func (s *state[K, E]) laneOf(key K) (exists, items bool) {
-	l := s.lanes[key]
+	l := s.lanes.get(key)
 	return l != nil, l != nil && l.items.len() > 0
 }
 
@@ -250,68 +274,70 @@ func (s *state[K, E]) join(key K, weight, rank int64, at, now time.Duration, e E
 	if s.overHeld(key, weight) && !s.closed && !s.shuttingDown {
 		return overHeld, ticket{}
 	}
-	if o := s.room(1, weight, weight); o != admitted {
+	if o := s.fits(1, weight, weight); o != admitted {
 		return o, ticket{}
 	}
 	return admitted, s.enter(key, weight, rank, at, now, e)
 }
 
-// overHeld reports whether key's lane is held (see parkHeld) and would keep
+// overHeld reports whether key's lane is held (see hold) and would keep
 // more than its share of the room with one more input of weight: heldCap's
 // inputs, or its weight once the lane holds one input.
 func (s *state[K, E]) overHeld(key K, weight int64) bool {
-	l := s.lanes[key]
-	if l == nil || l.phase != phaseParked || !l.ever {
+	l := s.lanes.get(key)
+	if l == nil || !l.held {
 		return false
 	}
 	n := l.items.len()
 	return n >= s.heldCap.n || n > 0 && weight > s.heldCap.w-l.weight
 }
 
-// room reports whether n inputs weighing total together, the heaviest
+// fits reports whether n inputs weighing total together, the heaviest
 // heaviest, may all join now: admitted, or why not. A total < 0 stands for a
 // sum that passes MaxInt64, heavier than any room. Weights must not be negative.
-func (s *state[K, E]) room(n int, total, heaviest int64) outcome {
+func (s *state[K, E]) fits(n int, total, heaviest int64) outcome {
 	switch {
 	case s.closed || s.shuttingDown:
 		return refused
-	case heaviest > s.heavy || total < 0:
+	case heaviest > s.lim.queuedWeight || total < 0:
 		return rejectedHeavy
-	case n > s.lim.queued-s.queued-s.held || total > s.lim.queuedWeight-s.weight-s.heldWeight:
+	case n > s.room.n-s.queued-s.earmarked.n || total > s.room.w-s.weight-s.earmarked.w:
 		return rejectedFull
 	}
 	return admitted
 }
 
-// grow adds n inputs and w of weight to the room (either may be negative):
-// a shard's share of a room that several share, which it borrows and lends
-// as it needs. What is heavier than the whole room stays rejectedHeavy. The
-// room must not shrink below what waits and is held, nor pass MaxInt64.
+// grow adds n inputs and w of weight to the room the core may hold (either
+// may be negative): a shard's share of a room that several share, which it
+// borrows and lends as it needs. What is heavier than the whole room stays
+// rejectedHeavy. The room must not shrink below what waits and is
+// earmarked, nor pass MaxInt64.
 func (s *state[K, E]) grow(n int, w int64) {
-	s.lim.queued += n
-	s.lim.queuedWeight += w
+	s.room.n += n
+	s.room.w += w
 }
 
-// spare is the room that neither waits nor is held: inputs and weight.
-func (s *state[K, E]) spare() (int, int64) {
-	return s.lim.queued - s.queued - s.held, s.lim.queuedWeight - s.weight - s.heldWeight
+// unused is the room that neither waits nor is earmarked: inputs and weight.
+func (s *state[K, E]) unused() budget {
+	return budget{s.room.n - s.queued - s.earmarked.n, s.room.w - s.weight - s.earmarked.w}
 }
 
-// hold keeps room for n inputs weighing total, that room let in, so that
-// nothing else takes it until unhold. A DoMany over several rooms holds room
-// in each before it enters any, so that it enters all or none.
-func (s *state[K, E]) hold(n int, total int64) {
-	s.held += n
-	s.heldWeight += total
+// earmark keeps room for n inputs weighing total, that fits let in, so that
+// nothing else takes it until unearmark. A DoMany over several rooms earmarks
+// room in each before it enters any, so that it enters all or none.
+func (s *state[K, E]) earmark(n int, total int64) {
+	s.earmarked.n += n
+	s.earmarked.w += total
 }
 
-// unhold lets go of room that hold kept, before its inputs enter or instead.
-func (s *state[K, E]) unhold(n int, total int64) {
-	s.held -= n
-	s.heldWeight -= total
+// unearmark lets go of room that earmark kept, before its inputs enter or
+// instead.
+func (s *state[K, E]) unearmark(n int, total int64) {
+	s.earmarked.n -= n
+	s.earmarked.w -= total
 }
 
-// enter puts an input that room let in into its lane, and returns its ticket.
+// enter puts an input that fits let in into its lane, and returns its ticket.
 func (s *state[K, E]) enter(key K, weight, rank int64, at, now time.Duration, e E) ticket {
 	it := item[E]{rank: rank, seq: s.next(), weight: weight, entry: e}
 	if s.lim.delay > 0 {
@@ -319,7 +345,7 @@ func (s *state[K, E]) enter(key K, weight, rank int64, at, now time.Duration, e 
 	}
 	s.queued++
 	s.weight += weight
-	l := s.lanes[key]
+	l := s.lanes.get(key)
 	if l == nil {
 		l = s.newLane(key)
 		s.insert(l, it)
@@ -329,13 +355,13 @@ func (s *state[K, E]) enter(key K, weight, rank int64, at, now time.Duration, e 
 	s.insert(l, it)
 	if l.phase == phaseWaiting {
 		if s.full(l) {
-			s.promote(now) // the lanes due before it filled go first; l may be one
+			s.sched.promote(now) // the lanes due before it filled go first; l may be one
 			if l.phase == phaseWaiting {
-				s.unwait(l)
-				s.pushReady(l)
+				s.sched.unwait(l)
+				s.sched.push(l)
 			}
 		} else if d := s.dueAt(it.at); d < l.due {
-			s.rekey(l, d) // the new input is older than the oldest
+			s.sched.rekey(l, d) // the new input is older than the oldest
 		}
 	}
 	return ticket{rank, it.seq}
@@ -350,34 +376,27 @@ func (s *state[K, E]) claim(key K) {
 
 // take promotes the lanes due at now, then takes the first ready lane's batch,
 // appended to buf, and marks the lane busy. ok is false when no lane is ready.
-func (s *state[K, E]) take(now time.Duration, buf []E) (key K, batch []E, ok bool) {
-	s.promote(now)
-	for s.ready.Len() > 0 {
-		r := s.ready.PopFront()
-		if r.l.phase != phaseReady || r.l.ref != r.seq {
-			continue // stale: the lane emptied, or was reused since
-		}
-		l := r.l
-		s.nready--
-		s.tidy()
-		l.phase = phaseBusy
-		s.busy++
-		if l.held { // the continuation alone, before the items behind it
-			var zero E
-			batch = append(buf, l.cont)
-			l.cont, l.held = zero, false
-			s.conts--
-			return l.key, batch, true
-		}
-		if l.items.len() > hotLane {
-			l.items.run.SetBaseCap(2 * min(s.lim.batchSize, baseCap/2))
-		}
-		// The batch's weight w is at most batchWeight, or one input's.
-		batch, w := l.items.take(buf, s.lim.batchSize, s.lim.batchWeight)
-		s.forget(l, len(batch)-len(buf), w)
-		return l.key, batch, true
+// A lane that holds a continuation hands it out alone, before its items:
+// cont is then true and batch is buf, as the loop keeps the continuation.
+func (s *state[K, E]) take(now time.Duration, buf []E) (key K, batch []E, cont, ok bool) {
+	l, ok := s.sched.pop(now)
+	if !ok {
+		return key, buf, false, false
 	}
-	return key, buf, false
+	l.phase = phaseBusy
+	s.busy++
+	if l.cont { // the continuation alone, before the items behind it
+		l.cont = false
+		s.conts--
+		return l.key, buf, true, true
+	}
+	if l.items.len() > hotLane {
+		l.items.run.SetBaseCap(2 * min(s.lim.batchSize, baseCap/2))
+	}
+	// The batch's weight w is at most batchWeight, or one input's.
+	batch, w := l.items.take(buf, s.lim.batchSize, s.lim.batchWeight)
+	s.forget(l, len(batch)-len(buf), w)
+	return l.key, batch, false, true
 }
 
 // release ends the call in flight for key. Lanes due at now are promoted first;
@@ -385,12 +404,9 @@ func (s *state[K, E]) take(now time.Duration, buf []E) (key K, batch []E, ok boo
 // or due, else back to waiting; an empty lane is removed. Releasing a key that
 // is not busy panics.
 func (s *state[K, E]) release(key K, now time.Duration) {
-	l := s.lanes[key]
-	if l == nil || l.phase != phaseBusy {
-		panic(fmt.Sprintf("ferry: release of a key of type %T that has no call in flight", key))
-	}
+	l := s.busyLane(key, "release")
 	s.busy--
-	s.promote(now)
+	s.sched.promote(now)
 	if l.items.len() == 0 {
 		s.removeLane(l)
 		return
@@ -398,12 +414,21 @@ func (s *state[K, E]) release(key K, now time.Duration) {
 	s.place(l, now)
 }
 
+// busyLane is key's lane, which must be busy: else what panics.
+func (s *state[K, E]) busyLane(key K, what string) *lane[K, E] {
+	l := s.lanes.get(key)
+	if l == nil || l.phase != phaseBusy {
+		panic(fmt.Sprintf("ferry: %s of a key of type %T that has no call in flight", what, key))
+	}
+	return l
+}
+
 // drop removes the admitted input t of key before it is taken, at now,
 // freeing its count and weight at once. ok is false if it is not waiting
 // (taken, dropped or drained). A lane left empty and idle is removed; a ready
 // lane left partial and not yet due goes back to waiting.
 func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
-	l := s.lanes[key]
+	l := s.lanes.get(key)
 	if l == nil {
 		return e, false
 	}
@@ -412,19 +437,19 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
 		return e, false
 	}
 	s.forget(l, 1, it.weight)
-	if l.items.len() == 0 && l.phase != phaseBusy && !l.held {
+	if l.items.len() == 0 && l.phase != phaseBusy && !l.cont {
 		s.removeLane(l) // a stale ready ref is skipped by take
 		return it.entry, true
 	}
 	switch {
 	case l.phase == phaseWaiting && s.dueAt(it.at) == l.due:
 		if d := s.deadline(l); d != l.due {
-			s.rekey(l, d) // the oldest input left
+			s.sched.rekey(l, d) // the oldest input left
 		}
-	case l.phase == phaseReady && !l.held && s.lim.delay > 0 && !s.shuttingDown && !s.full(l):
+	case l.phase == phaseReady && !l.cont && s.lim.delay > 0 && !s.shuttingDown && !s.full(l):
 		if d := s.deadline(l); d > now {
-			s.unready(l)
-			s.wait(l, d) // Ready -> Waiting: it was ready only because full
+			s.sched.unready(l)
+			s.sched.wait(l, d) // Ready -> Waiting: it was ready only because full
 		}
 	}
 	return it.entry, true
@@ -437,14 +462,14 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
 // it is with no items; any other is removed. O(n) in the lane's inputs, plus
 // O(log L) for a lane removed.
 func (s *state[K, E]) clearLane(key K, buf []E) []E {
-	l := s.lanes[key]
+	l := s.lanes.get(key)
 	if l == nil {
 		return buf
 	}
 	l.items.each(func(it item[E]) { buf = append(buf, it.entry) })
 	s.forget(l, l.items.len(), l.weight)
 	l.items.clear()
-	if l.phase != phaseBusy && !l.held {
+	if l.phase != phaseBusy && !l.cont {
 		s.removeLane(l)
 	}
 	return buf
@@ -454,125 +479,106 @@ func (s *state[K, E]) clearLane(key K, buf []E) []E {
 // is removed and its entry appended to buf, in arrival order. Lanes with a call
 // in flight stay busy, with no items, until released. A lane that holds a
 // continuation is ready at once, with no items: those ready already first,
-// in line, then the parked ones by deadline.
+// in line, then the parked ones by deadline, then the held ones in the
+// order they were held.
 func (s *state[K, E]) drain(buf []E) []E {
 	s.closed = true
+	conts := s.sched.drain(func(l *lane[K, E]) bool { return l.cont }, nil)
 	var all []item[E]
-	var conts []*lane[K, E]
-	for i := range s.ready.Len() {
-		if r := s.ready.At(i); r.l.phase == phaseReady && r.l.ref == r.seq && r.l.held {
-			conts = append(conts, r.l)
-		}
-	}
-	s.parks.Ascend(func(r waitRef[K, E]) bool { conts = append(conts, r.l); return true })
-	var ever []*lane[K, E] // held with no deadline: last, in the order they were held
-	for _, l := range s.lanes {
-		if l.phase == phaseParked && l.ever {
-			ever = append(ever, l)
-			l.ever = false
+	var held []*lane[K, E] // with no deadline: last, in the order they were held
+	for _, l := range s.lanes.all() {
+		if l.held {
+			held = append(held, l)
+			l.held = false
 		}
 		l.items.each(func(it item[E]) { all = append(all, it) })
 		l.items.clear()
 		l.weight = 0
-		if l.phase != phaseBusy && !l.held {
-			s.removeLane(l)
+		if l.phase != phaseBusy {
+			l.phase = 0 // out of the schedule, which drain emptied
+			if !l.cont {
+				s.removeLane(l)
+			}
 		}
 	}
 	slices.SortFunc(all, func(a, b item[E]) int { return cmp.Compare(a.seq, b.seq) })
 	for _, it := range all {
 		buf = append(buf, it.entry)
 	}
-	s.waiting.Clear(false)
-	s.parks.Clear(false)
-	s.ready.Clear()
-	s.nready = 0
 	s.queued, s.weight = 0, 0
-	slices.SortFunc(ever, func(a, b *lane[K, E]) int { return cmp.Compare(a.ref, b.ref) })
-	for _, l := range append(conts, ever...) {
-		s.pushReady(l)
+	slices.SortFunc(held, func(a, b *lane[K, E]) int { return cmp.Compare(a.ref, b.ref) })
+	for _, l := range append(conts, held...) {
+		s.sched.push(l)
 	}
 	return buf
 }
 
-// park hands key's busy lane the continuation c of its call, which failed
-// and is to be retried after d, at now: the lane is parked until now+d
+// park gives key's busy lane a continuation, of its call, which failed and
+// is to be called again after d, at now: the lane is parked until now+d
 // (saturated at MaxInt64), or ready at once if d <= 0 or the room is drained.
 // Lanes due at now are promoted first. Parking a key that is not busy panics.
-func (s *state[K, E]) park(key K, c E, d, now time.Duration) {
-	l := s.lanes[key]
-	if l == nil || l.phase != phaseBusy {
-		panic(fmt.Sprintf("ferry: park of a key of type %T that has no call in flight", key))
-	}
+func (s *state[K, E]) park(key K, d, now time.Duration) {
+	l := s.busyLane(key, "park")
 	s.busy--
 	s.conts++
-	l.cont, l.held = c, true
-	s.promote(now)
+	l.cont = true
+	s.sched.promote(now)
 	if d <= 0 || s.closed {
-		s.pushReady(l)
+		s.sched.push(l)
 		return
 	}
 	due := time.Duration(math.MaxInt64)
 	if now <= math.MaxInt64-d {
 		due = now + d
 	}
-	l.phase = phaseParked
-	l.due = due
-	l.ref = s.next()
-	s.parks.ReplaceOrInsert(waitRef[K, E]{due, l.ref, l})
+	s.sched.park(l, due)
 }
 
-// parkHeld hands key's busy lane the continuation c of its call, which failed
-// for good (Config.HoldPaused): the lane is parked with no deadline, in no
-// tree, until unpark or drain; at once ready if the room is drained. Its
-// items wait behind c, and inputs join it as a parked lane's do. Holding a
-// key that is not busy panics.
-func (s *state[K, E]) parkHeld(key K, c E) {
-	l := s.lanes[key]
-	if l == nil || l.phase != phaseBusy {
-		panic(fmt.Sprintf("ferry: parkHeld of a key of type %T that has no call in flight", key))
-	}
+// hold gives key's busy lane a continuation, of its call, which failed for
+// good (Config.HoldPaused): the lane is parked with no deadline, in no tree,
+// until unpark or drain; at once ready if the room is drained. Its items
+// wait behind the continuation, and inputs join it as a parked lane's do,
+// up to its share (see overHeld). Holding a key that is not busy panics.
+func (s *state[K, E]) hold(key K) {
+	l := s.busyLane(key, "hold")
 	s.busy--
 	s.conts++
-	l.cont, l.held = c, true
+	l.cont = true
 	if s.closed {
-		s.pushReady(l)
+		s.sched.push(l)
 		return
 	}
-	l.phase, l.ever = phaseParked, true
+	l.phase, l.held = phaseParked, true
 	l.due = math.MaxInt64
-	l.ref = s.next()
+	l.ref = s.sched.next()
 }
 
-// unpark makes key's parked lane (or held one: see parkHeld) ready at once,
+// unpark makes key's parked lane (or held one: see hold) ready at once,
 // after the lanes due at now, and reports whether it was parked.
 func (s *state[K, E]) unpark(key K, now time.Duration) bool {
-	l := s.lanes[key]
+	l := s.lanes.get(key)
 	if l == nil || l.phase != phaseParked {
 		return false
 	}
-	if l.ever {
-		l.ever = false
+	if l.held {
+		l.held = false
 	} else {
-		s.parks.Delete(waitRef[K, E]{due: l.due, seq: l.ref})
+		s.sched.unpark(l)
 	}
-	s.promote(now)
-	s.pushReady(l)
+	s.sched.pushDue(l, now)
 	return true
 }
 
-// parked reports whether some lane is parked: the loop reads the clock then,
-// even with no delay.
-func (s *state[K, E]) parked() bool { return s.parks.Len() > 0 }
+// parked reports whether some lane is parked with a deadline: the loop reads
+// the clock then, even with no delay.
+func (s *state[K, E]) parked() bool { return s.sched.parked() }
 
 // shutdown closes the room gracefully: nothing is admitted again, and every lane
 // is due at once, now and when released, so what waits runs without waiting
 // for deadlines.
 func (s *state[K, E]) shutdown() {
 	s.shuttingDown = true
-	for s.waiting.Len() > 0 {
-		r, _ := s.waiting.DeleteMin()
-		s.pushReady(r.l)
-	}
+	s.sched.readyWaiting()
 }
 
 // flush makes every input waiting now due now, without closing the room:
@@ -581,47 +587,7 @@ func (s *state[K, E]) shutdown() {
 // deadlines.
 func (s *state[K, E]) flush() {
 	s.flushed = s.seq
-	for s.waiting.Len() > 0 {
-		r, _ := s.waiting.DeleteMin()
-		s.pushReady(r.l)
-	}
-}
-
-// promote moves every waiting or parked lane whose deadline is at or before
-// now to the back of the ready line, in deadline order, ties in the order
-// they started waiting or were parked.
-func (s *state[K, E]) promote(now time.Duration) {
-	for {
-		t := s.waiting
-		r, ok := t.Min()
-		if p, pok := s.parks.Min(); pok && (!ok || waitLess(p, r)) {
-			t, r, ok = s.parks, p, true
-		}
-		if !ok || r.due > now {
-			return
-		}
-		t.DeleteMin()
-		s.pushReady(r.l)
-	}
-}
-
-// earliest is the first deadline of a waiting or parked lane; ok is false if
-// none waits.
-func (s *state[K, E]) earliest() (time.Duration, bool) {
-	r, ok := s.waiting.Min()
-	if p, pok := s.parks.Min(); pok && (!ok || p.due < r.due) {
-		return p.due, true
-	}
-	return r.due, ok
-}
-
-// hasReady reports whether take at now would find a batch.
-func (s *state[K, E]) hasReady(now time.Duration) bool {
-	if s.nready > 0 {
-		return true
-	}
-	t, ok := s.earliest()
-	return ok && t <= now
+	s.sched.readyWaiting()
 }
 
 // idle reports whether nothing waits, no call is in flight and no lane holds
@@ -653,59 +619,11 @@ func (s *state[K, E]) deadline(l *lane[K, E]) time.Duration {
 func (s *state[K, E]) place(l *lane[K, E], now time.Duration) {
 	if s.lim.delay > 0 && !s.shuttingDown && !s.full(l) {
 		if d := s.deadline(l); d > now {
-			s.wait(l, d)
+			s.sched.wait(l, d)
 			return
 		}
 	}
-	s.promote(now)
-	s.pushReady(l)
-}
-
-func (s *state[K, E]) pushReady(l *lane[K, E]) {
-	l.phase = phaseReady
-	l.ref = s.next()
-	s.ready.PushBack(readyRef[K, E]{l, l.ref})
-	s.nready++
-}
-
-// unready takes a ready lane out of line: its ref goes stale.
-func (s *state[K, E]) unready(l *lane[K, E]) {
-	l.phase = 0
-	s.nready--
-	s.tidy()
-}
-
-// tidy compacts the ready line once its stale refs outnumber the ready lanes
-// plus staleSlack, so that it holds O(ready lanes) refs whatever the drops.
-// It is called wherever nready falls. A compaction of n refs follows at least
-// n/2 refs going stale since the last one, so it costs O(1) amortized.
-func (s *state[K, E]) tidy() {
-	if s.ready.Len()-s.nready <= s.nready+staleSlack {
-		return
-	}
-	for range s.ready.Len() {
-		if r := s.ready.PopFront(); r.l.phase == phaseReady && r.l.ref == r.seq {
-			s.ready.PushBack(r)
-		}
-	}
-}
-
-func (s *state[K, E]) wait(l *lane[K, E], due time.Duration) {
-	l.phase = phaseWaiting
-	l.due = due
-	l.ref = s.next()
-	s.waiting.ReplaceOrInsert(waitRef[K, E]{due, l.ref, l})
-}
-
-// rekey moves a waiting lane to a new deadline; it keeps its place among ties.
-func (s *state[K, E]) rekey(l *lane[K, E], due time.Duration) {
-	s.unwait(l)
-	l.due = due
-	s.waiting.ReplaceOrInsert(waitRef[K, E]{due, l.ref, l})
-}
-
-func (s *state[K, E]) unwait(l *lane[K, E]) {
-	s.waiting.Delete(waitRef[K, E]{due: l.due, seq: l.ref})
+	s.sched.pushDue(l, now)
 }
 
 func (s *state[K, E]) insert(l *lane[K, E], it item[E]) {
@@ -728,35 +646,15 @@ func (s *state[K, E]) newLane(key K) *lane[K, E] {
 		l = new(lane[K, E])
 	}
 	l.key = key
-	s.lanes[key] = l
-	s.peak = max(s.peak, len(s.lanes))
+	s.lanes.put(key, l)
 	return l
-}
-
-// shrink returns m, or a copy of it once it holds a quarter of its peak or
-// less and that peak was past shrinkLanes; peak is then reset to its size. As
-// a rebuild of n entries follows 3n deletions, it costs O(1) amortized.
-func shrink[K comparable, V any](m map[K]V, peak *int) map[K]V {
-	if *peak <= shrinkLanes || len(m) > *peak/4 {
-		return m
-	}
-	c := make(map[K]V, len(m))
-	maps.Copy(c, m)
-	*peak = len(m)
-	return c
 }
 
 // removeLane forgets an empty lane, wherever it stands. A ready ref to it goes
 // stale; a waiting ref is deleted.
 func (s *state[K, E]) removeLane(l *lane[K, E]) {
-	switch l.phase {
-	case phaseWaiting:
-		s.unwait(l)
-	case phaseReady:
-		s.unready(l)
-	}
-	delete(s.lanes, l.key)
-	s.lanes = shrink(s.lanes, &s.peak)
+	s.sched.remove(l)
+	s.lanes.del(l.key)
 	var zero K
 	l.key, l.phase, l.ref, l.due, l.weight = zero, 0, 0, 0, 0
 	if len(s.free) < freeLanes {

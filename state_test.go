@@ -17,11 +17,13 @@ const t0 time.Duration = 0
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
-// core is a state under test with string keys and int entries.
+// core is a state under test with string keys and int entries, which
+// keeps the continuations that the core only marks (see state.park).
 type core struct {
 	t *testing.T
 	*state[string, int]
-	next int
+	next  int
+	conts map[string]int // by key, its continuation's entry
 }
 
 func newCore(t *testing.T, lim limits) *core {
@@ -31,7 +33,29 @@ func newCore(t *testing.T, lim limits) *core {
 	if lim.queued == 0 {
 		lim.queued = 100
 	}
-	return &core{t: t, state: newState[string, int](lim)}
+	return &core{t: t, state: newState[string, int](lim), conts: map[string]int{}}
+}
+
+// park parks key's busy lane for d at now, with continuation cont.
+func (c *core) park(key string, cont int, d, now time.Duration) {
+	c.state.park(key, d, now)
+	c.conts[key] = cont
+}
+
+// parkHeld holds key's busy lane (see state.hold), with continuation cont.
+func (c *core) parkHeld(key string, cont int) {
+	c.state.hold(key)
+	c.conts[key] = cont
+}
+
+// take is state.take with a continuation handed out as a batch of its entry.
+func (c *core) take(now time.Duration, buf []int) (string, []int, bool) {
+	key, batch, cont, ok := c.state.take(now, buf)
+	if cont {
+		batch = append(batch, c.conts[key])
+		delete(c.conts, key)
+	}
+	return key, batch, ok
 }
 
 // in admits the next entry (numbered from 0) and returns its number.
@@ -62,7 +86,7 @@ func (c *core) takes(now time.Duration, key string, entries ...int) {
 
 func (c *core) none(now time.Duration) {
 	c.t.Helper()
-	require.False(c.t, c.hasReady(now))
+	require.False(c.t, c.sched.hasReady(now))
 	k, batch, ok := c.take(now, nil)
 	require.False(c.t, ok, "took %s %v at %v", k, batch, now)
 }
@@ -81,7 +105,7 @@ func (c *core) heldWith(weights ...int64) {
 
 func (c *core) due(want time.Duration) {
 	c.t.Helper()
-	got, ok := c.earliest()
+	got, ok := c.sched.earliest()
 	require.True(c.t, ok, "no deadline")
 	require.Equal(c.t, want, got)
 }
@@ -141,10 +165,10 @@ func TestLaneArrows(t *testing.T) {
 		_, o, _ := c.in("a", 1, 0, t0)
 		require.Equal(t, claimed, o)
 		assert.Equal(t, 1, c.busy)
-		assert.Len(t, c.lanes, 1)
+		assert.Len(t, c.lanes.m, 1)
 		c.none(t0)
 		c.rel("a", t0)
-		assert.Empty(t, c.lanes)
+		assert.Empty(t, c.lanes.m)
 		assert.Zero(t, c.busy)
 	})
 	t.Run("none to waiting: partial", func(t *testing.T) {
@@ -157,7 +181,7 @@ func TestLaneArrows(t *testing.T) {
 	t.Run("none to ready: full", func(t *testing.T) {
 		c := newCore(t, limits{batchSize: 1, delay: time.Hour})
 		e := c.add("a", t0)
-		_, ok := c.earliest()
+		_, ok := c.sched.earliest()
 		assert.False(t, ok)
 		c.takes(t0, "a", e)
 	})
@@ -166,7 +190,7 @@ func TestLaneArrows(t *testing.T) {
 		e0 := c.add("a", t0)
 		c.none(t0)
 		e1 := c.add("a", ms(1))
-		_, ok := c.earliest()
+		_, ok := c.sched.earliest()
 		assert.False(t, ok, "a full lane has no deadline")
 		c.takes(ms(1), "a", e0, e1)
 	})
@@ -221,7 +245,7 @@ func TestLaneArrows(t *testing.T) {
 		c := newCore(t, limits{batchSize: 1})
 		c.takes(t0, "a", c.add("a", t0))
 		c.rel("a", t0)
-		assert.Empty(t, c.lanes)
+		assert.Empty(t, c.lanes.m)
 	})
 }
 
@@ -256,7 +280,7 @@ func TestBatchRule(t *testing.T) {
 				c.takes(t0, "a", b...)
 				c.rel("a", t0)
 			}
-			assert.Empty(t, c.lanes)
+			assert.Empty(t, c.lanes.m)
 		})
 	}
 }
@@ -282,7 +306,7 @@ func TestFull(t *testing.T) {
 			for _, w := range tt.weights {
 				c.in("a", w, 0, t0)
 			}
-			assert.Equal(t, tt.full, c.hasReady(t0))
+			assert.Equal(t, tt.full, c.sched.hasReady(t0))
 		})
 	}
 }
@@ -290,7 +314,7 @@ func TestFull(t *testing.T) {
 func TestZeroDelayIsDueAtOnce(t *testing.T) {
 	c := newCore(t, limits{batchSize: 10})
 	e := c.add("a", t0)
-	_, ok := c.earliest()
+	_, ok := c.sched.earliest()
 	assert.False(t, ok)
 	c.takes(t0, "a", e)
 }
@@ -303,7 +327,7 @@ func TestDeadlineIsOldestInputWhateverItsRank(t *testing.T) {
 	c.none(ms(9))
 	c.takes(ms(10), "a", young, old)
 	c.rel("a", ms(10))
-	assert.Empty(t, c.lanes)
+	assert.Empty(t, c.lanes.m)
 }
 
 func TestLateArrivalMovesDeadlineEarlier(t *testing.T) {
@@ -323,7 +347,7 @@ func TestReleaseAfterDeadlinePassedWhileBusy(t *testing.T) {
 	e1 := c.add("a", ms(1))
 	c.none(ms(20)) // due since 11ms, but busy
 	c.rel("a", ms(20))
-	_, ok := c.earliest()
+	_, ok := c.sched.earliest()
 	assert.False(t, ok, "due at once: no deadline")
 	c.takes(ms(20), "a", e1)
 }
@@ -391,7 +415,7 @@ func TestDrop(t *testing.T) {
 		b0 := c.add("b", t0)
 		_, ok := c.drop("a", tk, t0)
 		require.True(t, ok)
-		assert.Len(t, c.lanes, 1)
+		assert.Len(t, c.lanes.m, 1)
 		c.takes(t0, "b", b0)
 		a1 := c.add("a", t0) // a fresh lane, at the back: the stale ref is skipped
 		c.takes(t0, "a", a1)
@@ -401,8 +425,8 @@ func TestDrop(t *testing.T) {
 		_, _, tk := c.in("a", 1, 0, t0)
 		_, ok := c.drop("a", tk, t0)
 		require.True(t, ok)
-		assert.Empty(t, c.lanes)
-		_, ok = c.earliest()
+		assert.Empty(t, c.lanes.m)
+		_, ok = c.sched.earliest()
 		assert.False(t, ok)
 	})
 	t.Run("from a busy lane it stays busy", func(t *testing.T) {
@@ -411,9 +435,9 @@ func TestDrop(t *testing.T) {
 		_, _, tk := c.in("a", 1, 0, t0)
 		_, ok := c.drop("a", tk, t0)
 		require.True(t, ok)
-		assert.Len(t, c.lanes, 1)
+		assert.Len(t, c.lanes.m, 1)
 		c.rel("a", t0)
-		assert.Empty(t, c.lanes)
+		assert.Empty(t, c.lanes.m)
 	})
 	t.Run("taken, twice, or unknown", func(t *testing.T) {
 		c := newCore(t, limits{})
@@ -443,12 +467,12 @@ func TestDrainWithBusyLane(t *testing.T) {
 	assert.Equal(t, []int{a1, b0, b1}, got, "arrival order")
 	assert.Zero(t, c.queued)
 	assert.Zero(t, c.weight)
-	assert.Len(t, c.lanes, 1, "the busy lane stays")
+	assert.Len(t, c.lanes.m, 1, "the busy lane stays")
 	_, o, _ := c.in("a", 1, 0, t0)
 	assert.Equal(t, refused, o)
 	c.none(ms(5))
 	c.rel("a", ms(5))
-	assert.Empty(t, c.lanes)
+	assert.Empty(t, c.lanes.m)
 	assert.True(t, c.idle())
 }
 
@@ -470,14 +494,14 @@ func TestClearLane(t *testing.T) {
 	_, ok := c.drop("a", tk, ms(1))
 	assert.False(t, ok, "gone")
 	c.rel("a", ms(1))
-	assert.NotContains(t, c.lanes, "a", "the busy lane, empty, is removed by its release")
+	assert.NotContains(t, c.lanes.m, "a", "the busy lane, empty, is removed by its release")
 	c.takes(ms(1), "b", b0)
 	assert.Empty(t, c.clearLane("none", nil))
 	b1 := c.add("b", ms(2))
 	c.rel("b", ms(2))
 	assert.Equal(t, []int{b1}, c.clearLane("b", nil))
 	require.NoError(t, checkState(c.state))
-	assert.Empty(t, c.lanes, "a lane not busy is removed with its inputs")
+	assert.Empty(t, c.lanes.m, "a lane not busy is removed with its inputs")
 	assert.True(t, c.idle())
 }
 
@@ -492,7 +516,7 @@ func TestShutdown(t *testing.T) {
 	require.NoError(t, checkState(c.state))
 	_, o, _ := c.in("a", 1, 0, t0)
 	assert.Equal(t, refused, o)
-	_, ok := c.earliest()
+	_, ok := c.sched.earliest()
 	assert.False(t, ok)
 	c.takes(t0, "a", a0) // in deadline order
 	c.takes(t0, "b", b0)
@@ -505,7 +529,7 @@ func TestShutdown(t *testing.T) {
 		c.rel(k, t0)
 	}
 	assert.True(t, c.idle())
-	assert.Empty(t, c.lanes)
+	assert.Empty(t, c.lanes.m)
 	assert.Empty(t, c.drain(nil))
 }
 
@@ -520,7 +544,7 @@ func TestFlush(t *testing.T) {
 	require.NoError(t, checkState(c.state))
 	a1 := c.add("a", ms(3)) // admitted after: the lane is ready already
 	d0 := c.add("d", ms(3)) // a new lane keeps its own deadline
-	at, ok := c.earliest()
+	at, ok := c.sched.earliest()
 	require.True(t, ok)
 	assert.Equal(t, ms(3)+time.Hour, at)
 	c.takes(ms(3), "a", a0, a1) // in deadline order
@@ -544,17 +568,17 @@ func TestFlush(t *testing.T) {
 
 func TestRoom(t *testing.T) {
 	c := newCore(t, limits{queued: 3, queuedWeight: 10, direct: true})
-	assert.Equal(t, admitted, c.room(3, 10, 4))
-	assert.Equal(t, rejectedFull, c.room(4, 4, 1), "more inputs than the room")
-	assert.Equal(t, rejectedFull, c.room(2, 11, 6), "heavier together than the room")
-	assert.Equal(t, rejectedHeavy, c.room(2, 11, 11), "one input heavier than the room")
-	assert.Equal(t, rejectedHeavy, c.room(2, -1, 1), "a total past MaxInt64")
+	assert.Equal(t, admitted, c.fits(3, 10, 4))
+	assert.Equal(t, rejectedFull, c.fits(4, 4, 1), "more inputs than the room")
+	assert.Equal(t, rejectedFull, c.fits(2, 11, 6), "heavier together than the room")
+	assert.Equal(t, rejectedHeavy, c.fits(2, 11, 11), "one input heavier than the room")
+	assert.Equal(t, rejectedHeavy, c.fits(2, -1, 1), "a total past MaxInt64")
 	o, _ := c.join("k", 6, 0, 0, t0, 0) // join never claims, even an idle key with direct calls on
 	require.Equal(t, admitted, o)
-	assert.Equal(t, rejectedFull, c.room(1, 5, 5))
-	assert.Equal(t, admitted, c.room(2, 4, 2))
+	assert.Equal(t, rejectedFull, c.fits(1, 5, 5))
+	assert.Equal(t, admitted, c.fits(2, 4, 2))
 	c.shutdown()
-	assert.Equal(t, refused, c.room(1, 1, 1))
+	assert.Equal(t, refused, c.fits(1, 1, 1))
 }
 
 func TestReleaseNotBusyPanics(t *testing.T) {
@@ -569,13 +593,13 @@ func TestMemoryFollowsWhatWaits(t *testing.T) {
 	for i := range 2 * shrinkLanes {
 		c.add(fmt.Sprint(i), t0)
 	}
-	assert.Len(t, c.lanes, 2*shrinkLanes)
-	for c.hasReady(t0) {
+	assert.Len(t, c.lanes.m, 2*shrinkLanes)
+	for c.sched.hasReady(t0) {
 		k, _, _ := c.take(t0, nil)
 		c.release(k, t0)
 	}
-	assert.Empty(t, c.lanes)
-	assert.LessOrEqual(t, c.peak, shrinkLanes, "the map was rebuilt")
+	assert.Empty(t, c.lanes.m)
+	assert.LessOrEqual(t, c.lanes.peak, shrinkLanes, "the map was rebuilt")
 	assert.Len(t, c.free, freeLanes, "a bounded number of lanes kept for reuse")
 	require.NoError(t, checkState(c.state))
 }
@@ -587,43 +611,45 @@ func TestLanesMapShrinksWhileLanesLive(t *testing.T) {
 	for i := range 20_000 {
 		c.admit(fmt.Sprint(i), 1, 0, 0, t0, i) // not c.add: checkState per input is quadratic
 	}
-	before := reflect.ValueOf(c.lanes).UnsafePointer()
-	for len(c.lanes) > 1 {
+	before := reflect.ValueOf(c.lanes.m).UnsafePointer()
+	for c.lanes.len() > 1 {
 		k, _, _ := c.take(t0, nil)
 		c.release(k, t0)
 	}
-	assert.NotEqual(t, before, reflect.ValueOf(c.lanes).UnsafePointer(), "a new map")
-	assert.LessOrEqual(t, c.peak, shrinkLanes)
+	assert.NotEqual(t, before, reflect.ValueOf(c.lanes.m).UnsafePointer(), "a new map")
+	assert.LessOrEqual(t, c.lanes.peak, shrinkLanes)
 	require.NoError(t, checkState(c.state))
 }
 
-// shrink rebuilds a map only once it is down to a quarter of its peak, so a
-// rebuild of n entries follows 3n deletions.
-func TestShrink(t *testing.T) {
+// A peakMap is rebuilt only once it is down to a quarter of its peak, so a
+// rebuild of n entries follows 3n deletions. Mutations: rebuilt at every
+// deletion (p changes at once); never rebuilt; the peak not reset.
+func TestPeakMap(t *testing.T) {
 	ptr := func(m map[int]int) unsafe.Pointer { return reflect.ValueOf(m).UnsafePointer() }
-	m, peak := map[int]int{}, 0
+	var m peakMap[int, int]
 	for i := range 4 * shrinkLanes {
-		m[i] = i
-		peak = max(peak, len(m))
+		m.put(i, i)
 	}
-	p := ptr(m)
+	p := ptr(m.m)
 	for i := range 3*shrinkLanes - 1 {
-		delete(m, i)
-		m = shrink(m, &peak)
+		m.del(i)
 	}
-	assert.Equal(t, p, ptr(m), "above a quarter of its peak: kept")
-	delete(m, 3*shrinkLanes-1)
-	m = shrink(m, &peak)
-	assert.NotEqual(t, p, ptr(m), "at a quarter: rebuilt")
-	assert.Equal(t, shrinkLanes, peak)
-	assert.Len(t, m, shrinkLanes)
-	assert.Equal(t, 4*shrinkLanes-1, m[4*shrinkLanes-1])
-	p = ptr(m)
+	assert.Equal(t, p, ptr(m.m), "above a quarter of its peak: kept")
+	m.del(3*shrinkLanes - 1)
+	assert.NotEqual(t, p, ptr(m.m), "at a quarter: rebuilt")
+	assert.Equal(t, shrinkLanes, m.peak)
+	assert.Equal(t, shrinkLanes, m.len())
+	assert.Equal(t, 4*shrinkLanes-1, m.get(4*shrinkLanes-1))
+	p = ptr(m.m)
 	for i := 3 * shrinkLanes; i < 4*shrinkLanes-1; i++ {
-		delete(m, i)
-		m = shrink(m, &peak)
+		m.del(i)
 	}
-	assert.Equal(t, p, ptr(m), "a peak of shrinkLanes or less is never rebuilt")
+	assert.Equal(t, p, ptr(m.m), "a peak of shrinkLanes or less is never rebuilt")
+	var z peakMap[string, bool]
+	_, ok := z.lookup("a")
+	assert.False(t, ok, "the zero value is empty")
+	z.del("a")
+	assert.Zero(t, z.len())
 }
 
 // Issue 10, items 1 to 3: no total of weights wraps. The room refuses an
@@ -711,7 +737,7 @@ func TestReadyLaneLeftPartialWaitsAgain(t *testing.T) {
 	c := newCore(t, limits{batchSize: 2, delay: time.Hour})
 	a0 := c.add("a", t0)
 	_, _, tk := c.in("a", 1, 0, ms(1))
-	require.True(t, c.hasReady(ms(1)), "full")
+	require.True(t, c.sched.hasReady(ms(1)), "full")
 	_, ok := c.drop("a", tk, ms(60_000))
 	require.True(t, ok)
 	require.NoError(t, checkState(c.state))
@@ -741,8 +767,8 @@ func TestStaleReadyRefsAreBounded(t *testing.T) {
 			t.Fatalf("round %d: %v, dropped %v", i, o, ok)
 		}
 	}
-	assert.LessOrEqual(t, c.ready.Len(), staleSlack+1)
-	assert.Empty(t, c.lanes)
+	assert.LessOrEqual(t, c.sched.ready.Len(), staleSlack+1)
+	assert.Empty(t, c.lanes.m)
 }
 
 // parks parks key's busy lane with continuation c for d at now.
@@ -880,15 +906,15 @@ func TestDropAndClearOfAParkedLane(t *testing.T) {
 	_, ok := c.drop("a", tk, ms(6))
 	require.True(t, ok)
 	require.NoError(t, checkState(c.state))
-	assert.Len(t, c.lanes, 1, "the parked lane stays, empty")
+	assert.Len(t, c.lanes.m, 1, "the parked lane stays, empty")
 	c.add("a", ms(6))
 	assert.Equal(t, []int{2}, c.clearLane("a", nil))
 	require.NoError(t, checkState(c.state))
-	assert.Len(t, c.lanes, 1, "cleared, it stays parked")
+	assert.Len(t, c.lanes.m, 1, "cleared, it stays parked")
 	c.none(ms(15) - 1)
 	c.takes(ms(15), "a", 100)
 	c.rel("a", ms(15))
-	assert.Empty(t, c.lanes)
+	assert.Empty(t, c.lanes.m)
 	assert.True(t, c.idle())
 
 	// a ready lane with its continuation and one input that is dropped
@@ -923,7 +949,7 @@ func TestDrainWithParks(t *testing.T) {
 	for _, k := range []string{"a", "b", "c"} {
 		c.rel(k, t0)
 	}
-	assert.Empty(t, c.lanes)
+	assert.Empty(t, c.lanes.m)
 	assert.True(t, c.idle())
 
 	// a park after the drain is ready at once

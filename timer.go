@@ -9,7 +9,7 @@ import "time"
 type alarm struct {
 	t   *time.Timer
 	at  time.Duration // when t fires, since the ferry's origin, while set
-	set bool          // false while t is stopped or has fired
+	set bool          // t.C will deliver, and nothing else: false while t is stopped or has fired
 }
 
 func newAlarm() alarm {
@@ -34,9 +34,6 @@ func (a *alarm) arm(at time.Duration, ok bool, now time.Duration) {
 		a.at, a.set = at, true
 	}
 }
-
-// armed reports whether the alarm is set: t.C will deliver, and nothing else.
-func (a *alarm) armed() bool { return a.set }
 
 // fired records that t.C was received from.
 func (a *alarm) fired() { a.set = false }

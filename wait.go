@@ -39,9 +39,20 @@ type waitEntry[K comparable, I, O any] struct {
 	borrow bool
 }
 
+// waiting is a loop's admissions waiting for room: the line, the Submits
+// among them by their word's channel (see leave), and, with one shard, the
+// last wait number given (see nextWait). loop: its methods run on the
+// shard's loop goroutine.
+type waiting[K comparable, I, O any] struct {
+	line waitLine[K, I, O]
+	subs peakMap[chan result[O], *waiter[K, I, O]]
+	last uint64
+	left []waitEntry[K, I, O] // scratch: admissions out of the line at once, as the key is paused or the ferry closes
+}
+
 // waitLine is the admissions waiting for room, in the order they came, by
 // number: numbers given in that order, across the shards (see
-// share.number). Each is marked as it waits (a waiter's ticket is a waitTicket, a
+// loop.nextWait). Each is marked as it waits (a waiter's ticket is a waitTicket, a
 // part's wait is its number), so that a caller who gives up is found and
 // taken out where it stands. It is pure bookkeeping: no channels, no clock,
 // no user code. Its zero value is an empty line. loop: its methods run on
@@ -180,26 +191,27 @@ func (l *waitLine[K, I, O]) clear(buf []waitEntry[K, I, O]) []waitEntry[K, I, O]
 // WaitForRoom too: its key is paused, or held with its share of the room
 // (see state.overHeld), or no room could ever hold it.
 func (l *loop[K, I, O]) refusesAtOnce(w *waiter[K, I, O]) bool {
-	_, paused := l.paused.of(w.key)
+	_, paused := l.pauses.keys.of(w.key)
 	return paused || w.weight > sharedWeight(l.lim) || l.f.hold && l.st.overHeld(w.key, w.weight)
+}
+
+// nextWait returns the next wait number, for an admission that begins to
+// wait for room: with several shards from the shared room, so that the
+// numbers order the admissions waiting in every shard (see share.number).
+func (l *loop[K, I, O]) nextWait() uint64 {
+	if l.shared {
+		return l.share.number()
+	}
+	l.waits.last++
+	return l.waits.last
 }
 
 // wait puts w at the back of the wait line.
 func (l *loop[K, I, O]) wait(w *waiter[K, I, O]) {
-	l.waits.push(w, l.share.number())
+	l.waits.line.push(w, l.nextWait())
 	if w.done != nil {
-		if l.waitSubs == nil {
-			l.waitSubs = make(map[chan result[O]]*waiter[K, I, O])
-		}
-		l.waitSubs[w.c] = w
-		l.wpeak = max(l.wpeak, len(l.waitSubs))
+		l.waits.subs.put(w.c, w)
 	}
-}
-
-// unwaitSub forgets w, a Submit's input out of the wait line.
-func (l *loop[K, I, O]) unwaitSub(w *waiter[K, I, O]) {
-	delete(l.waitSubs, w.c)
-	l.waitSubs = shrink(l.waitSubs, &l.wpeak)
 }
 
 // admitWaiting lets in the admissions waiting for room, first come first
@@ -210,24 +222,24 @@ func (l *loop[K, I, O]) unwaitSub(w *waiter[K, I, O]) {
 func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 	l.share.waiting(false)
 	for l.admits() {
-		e, ok := l.waits.front()
+		e, ok := l.waits.line.front()
 		if !ok {
 			break
 		}
 		need := l.needOf(e)
-		if !l.roomFor(need, e.n, l.waits.second()) {
-			if l.share.end != 0 {
+		if !l.roomFor(need, e.n, l.waits.line.second()) {
+			if l.share.ending() {
 				l.heedEnd()
 				continue // admits no more
 			}
 			l.share.waiting(true)
 			break
 		}
-		l.waits.pop()
+		l.waits.line.pop()
 		switch {
 		case e.w != nil:
 			if e.w.done != nil {
-				l.unwaitSub(e.w)
+				l.waits.subs.del(e.w.c)
 			}
 			l.letIn(e.w, now)
 		case e.borrow:
@@ -239,7 +251,7 @@ func (l *loop[K, I, O]) admitWaiting(now time.Duration) {
 }
 
 // needOf is the room e takes as it is let in: none for a Do that claims its
-// key or an input of a paused key, which is refused.
+// key or an input that is refused at once (see refusesAtOnce).
 func (l *loop[K, I, O]) needOf(e waitEntry[K, I, O]) budget {
 	switch {
 	case e.w == nil && e.borrow:
@@ -285,7 +297,7 @@ func (l *loop[K, I, O]) borrowWait(g *group[K, I, O], i int32) {
 		l.replyAfterLend(later[K, I, O]{p: &g.parts[i]})
 		return
 	}
-	l.waits.pushPart(g, i, true, l.share.number())
+	l.waits.line.pushPart(g, i, true, l.nextWait())
 }
 
 // leave takes a Submit's input or a DoMany's part (or its borrow) out of
@@ -295,16 +307,16 @@ func (l *loop[K, I, O]) borrowWait(g *group[K, I, O], i int32) {
 // waiter, which may be a worker's by now.
 func (l *loop[K, I, O]) leave(m msg[K, I, O]) {
 	if g := m.g; g != nil {
-		if l.waits.leavePart(g, m.part) {
+		if l.waits.line.leavePart(g, m.part) {
 			l.takeRoomOf(&g.parts[m.part]) // lent back as the wake-up ends
 			g.parts[m.part].err = errDropped
 			l.replyAfterLend(later[K, I, O]{p: &g.parts[m.part]})
 		}
 		return
 	}
-	if w, ok := l.waitSubs[m.word]; ok {
-		l.unwaitSub(w)
-		l.waits.leave(w)
+	if w, ok := l.waits.subs.lookup(m.word); ok {
+		l.waits.subs.del(m.word)
+		l.waits.line.leave(w)
 		w.c <- result[O]{err: errDropped}
 	}
 }
@@ -316,7 +328,7 @@ func (l *loop[K, I, O]) answerWaiting(es []waitEntry[K, I, O], err error) {
 		switch {
 		case e.w != nil:
 			if e.w.done != nil {
-				l.unwaitSub(e.w)
+				l.waits.subs.del(e.w.c)
 			}
 			e.w.c <- result[O]{err: err}
 		default:
@@ -331,43 +343,43 @@ func (l *loop[K, I, O]) answerWaiting(es []waitEntry[K, I, O], err error) {
 // closeWaits answers every admission waiting for room with ErrClosed, as the
 // room admits nothing any more.
 func (l *loop[K, I, O]) closeWaits() {
-	l.left = l.waits.clear(l.left[:0])
-	l.answerWaiting(l.left, ErrClosed)
-	clear(l.left)
+	l.waits.left = l.waits.line.clear(l.waits.left[:0])
+	l.answerWaiting(l.waits.left, ErrClosed)
+	clear(l.waits.left)
 }
 
 // refuseWaiting answers the inputs of key that wait for room with err, the
 // paused key's, as it would answer them at admission; a DoMany's part waits
 // on, and is answered input by input as it is let in (see partNeed).
 func (l *loop[K, I, O]) refuseWaiting(key K, err error) {
-	if l.waits.len() == 0 {
+	if l.waits.line.len() == 0 {
 		return
 	}
-	l.left = l.left[:0]
-	l.waits.each(func(e waitEntry[K, I, O]) {
+	left := l.waits.left[:0]
+	l.waits.line.each(func(e waitEntry[K, I, O]) {
 		if e.w != nil && e.w.key == key {
-			l.left = append(l.left, e)
+			left = append(left, e)
 		}
 	})
-	for _, e := range l.left {
-		l.waits.leave(e.w)
+	for _, e := range left {
+		l.waits.line.leave(e.w)
 	}
-	l.answerWaiting(l.left, err)
-	clear(l.left)
+	l.answerWaiting(left, err)
+	clear(left)
+	l.waits.left = left
 }
 
-// roomFor reports whether the core has room spare for b, the need of the
+// roomFor reports whether the core has room unused for b, the need of the
 // first admission in the line, number n, next behind it (0 if none). With
-// several shards it gives what the core holds spare to the shared room and
+// several shards it gives what the core holds unused to the shared room and
 // reserves b there first (see share.roomFor): then the core holds what the
 // reservation held, once it is ready. Once the ferry's end has begun it
 // reports false, the core's room unchanged.
 func (l *loop[K, I, O]) roomFor(b budget, n, next uint64) bool {
-	if l.share.spare == nil || b == (budget{}) {
-		fn, fw := l.st.spare()
-		return budget{fn, fw}.holds(b)
+	if !l.shared || b == (budget{}) {
+		return l.st.unused().holds(b)
 	}
-	got, ok := l.share.roomFor(b, l.takeSpare(), n, next)
+	got, ok := l.share.roomFor(b, l.takeUnused(), n, next)
 	l.st.grow(got.n, got.w)
 	return ok && got.holds(b)
 }

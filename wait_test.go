@@ -89,7 +89,7 @@ func TestWaitLine(t *testing.T) {
 // fill ignoring next (b is ready beside a's first, before a's second).
 func TestPoolReservations(t *testing.T) {
 	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
-	p := &pool{free: budget{2, 20}}
+	p := &ledger{free: budget{2, 20}}
 	p.reserve(a, budget{3, 30}, 1, 0)
 	assert.Equal(t, budget{}, p.free, "a takes what is free")
 	assert.Empty(t, p.pokes, "a is not full")
@@ -101,7 +101,7 @@ func TestPoolReservations(t *testing.T) {
 	assert.Equal(t, budget{3, 30}, p.resv[0].got)
 	assert.Equal(t, budget{1, 10}, p.resv[1].got)
 	assert.Equal(t, budget{1, 0}, p.free, "free once both are full")
-	assert.Equal(t, []chan struct{}{a, b}, p.pokes, "each poked once, as it fills")
+	assert.Equal(t, wakeups{a, b}, p.pokes, "each poked once, as it fills")
 	p.pokes = nil
 
 	assert.Equal(t, budget{3, 30}, p.claim(a))
@@ -109,11 +109,11 @@ func TestPoolReservations(t *testing.T) {
 	p.reserve(a, budget{1, 1}, 1, 0) // its first admission needs less now, and comes first still
 	assert.Equal(t, budget{1, 1}, p.resv[0].got, "from free, then from b")
 	assert.Equal(t, budget{1, 9}, p.resv[1].got)
-	assert.Equal(t, []chan struct{}{a}, p.pokes)
+	assert.Equal(t, wakeups{a}, p.pokes)
 	p.pokes = nil
 	p.give(budget{0, 1})
 	assert.Equal(t, budget{1, 10}, p.resv[1].got)
-	assert.Equal(t, []chan struct{}{b}, p.pokes, "b again, as it fills again")
+	assert.Equal(t, wakeups{b}, p.pokes, "b again, as it fills again")
 	p.pokes = nil
 	p.reserve(a, budget{}, 1, 0)
 	assert.Equal(t, budget{1, 1}, p.free, "what a held beyond its need is free")
@@ -128,7 +128,7 @@ func TestPoolReservations(t *testing.T) {
 	// The first reservation takes what a later one holds: the whole room is
 	// 4; b holds 3 of 4 it needs; a, earlier, needs all 4 once its first
 	// admission changed. Neither would fill from free alone.
-	p = &pool{}
+	p = &ledger{}
 	p.reserve(a, budget{1, 1}, 1, 0)
 	p.reserve(b, budget{4, 4}, 2, 0)
 	p.give(budget{4, 4})
@@ -140,12 +140,12 @@ func TestPoolReservations(t *testing.T) {
 	p.reserve(a, budget{4, 4}, 1, 0)
 	assert.Equal(t, budget{4, 4}, p.resv[0].got, "a takes b's")
 	assert.Equal(t, budget{}, p.resv[1].got)
-	assert.Equal(t, []chan struct{}{a}, p.pokes)
+	assert.Equal(t, wakeups{a}, p.pokes)
 
 	// a's first admission is let in, and its next, number 3, began to wait
 	// after b's, number 2: a's reservation moves behind b's, with what it
 	// holds, and b, first now, takes it.
-	p = &pool{}
+	p = &ledger{}
 	p.reserve(a, budget{1, 1}, 1, 0)
 	p.reserve(b, budget{1, 1}, 2, 0)
 	p.give(budget{1, 1})
@@ -156,7 +156,7 @@ func TestPoolReservations(t *testing.T) {
 	assert.Equal(t, b, p.resv[0].poke)
 	p.give(budget{1, 1})
 	assert.Equal(t, budget{1, 1}, p.resv[0].got, "b first")
-	assert.Equal(t, []chan struct{}{b}, p.pokes)
+	assert.Equal(t, wakeups{b}, p.pokes)
 	assert.Equal(t, budget{}, p.resv[1].got)
 	p.reserve(a, budget{1, 1}, 0, 0) // an earlier number goes first
 	assert.Equal(t, a, p.resv[0].poke)
@@ -165,25 +165,25 @@ func TestPoolReservations(t *testing.T) {
 	// Inputs and weight: a, first, lacks weight; b, after it, needs none
 	// and is full on inputs, but is not ready before a is: it waits, as it
 	// would behind a in one shard's line.
-	p = &pool{free: budget{10, 2}}
+	p = &ledger{free: budget{10, 2}}
 	p.reserve(a, budget{1, 3}, 1, 0)
 	p.reserve(b, budget{1, 0}, 2, 0)
 	assert.Equal(t, budget{1, 0}, p.resv[1].got)
 	assert.Equal(t, []chan struct{}{}, append([]chan struct{}{}, p.pokes...), "b is full, not ready")
 	assert.Equal(t, budget{}, p.claim(b), "so it claims nothing")
 	p.give(budget{0, 1})
-	assert.Equal(t, []chan struct{}{a, b}, p.pokes, "both ready once a is full")
+	assert.Equal(t, wakeups{a, b}, p.pokes, "both ready once a is full")
 	assert.Equal(t, budget{1, 0}, p.claim(b))
 
 	// a's shard has a second admission, number 2, behind its first; b's
 	// first is number 3. Room for both firsts: a is ready, b is not, as
 	// a's second comes before it; a claims, lets its first in and reserves
 	// for its second, which comes first still.
-	p = &pool{free: budget{3, 2}}
+	p = &ledger{free: budget{3, 2}}
 	p.reserve(a, budget{1, 1}, 1, 2)
 	p.reserve(b, budget{1, 1}, 3, 0)
 	assert.True(t, p.resv[1].got.holds(budget{1, 1}), "b holds its need")
-	assert.Equal(t, []chan struct{}{a}, p.pokes, "but only a is ready")
+	assert.Equal(t, wakeups{a}, p.pokes, "but only a is ready")
 	assert.Equal(t, budget{}, p.claim(b))
 	assert.Equal(t, budget{1, 1}, p.claim(a))
 	p.pokes = nil
@@ -191,11 +191,11 @@ func TestPoolReservations(t *testing.T) {
 	assert.Equal(t, []uint64{2, 3}, []uint64{p.resv[0].n, p.resv[1].n})
 	assert.Empty(t, p.pokes, "a's second lacks weight: b waits behind it")
 	p.give(budget{0, 1})
-	assert.Equal(t, []chan struct{}{a}, p.pokes, "a's second takes b's weight")
+	assert.Equal(t, wakeups{a}, p.pokes, "a's second takes b's weight")
 	assert.Equal(t, budget{1, 2}, p.claim(a))
 	p.cancel(a) // its line is empty
 	p.give(budget{0, 1})
-	assert.Equal(t, []chan struct{}{a, b}, p.pokes, "b last")
+	assert.Equal(t, wakeups{a, b}, p.pokes, "b last")
 	assert.Equal(t, budget{1, 1}, p.claim(b))
 }
 
@@ -216,11 +216,10 @@ func TestRoomEnd(t *testing.T) {
 	lim := limits{queued: 4}
 	st := newState[string, *waiter[string, in, int]](lim)
 	st.grow(-4, -math.MaxInt64) // the room starts in spare
-	l := &loop[string, in, int]{st: st, share: share[string, in, int]{lim: lim, spare: r, poke: make(chan struct{}, 1)}}
+	l := &loop[string, in, int]{f: &Ferry[string, in, int]{}, shared: true, st: st, share: share[string, in, int]{lim: lim, spare: r, poke: make(chan struct{}, 1)}}
 	l.borrowRoom([]msg[string, in, int]{{op: opAdmit, w: &waiter[string, in, int]{key: "a", weight: 1}}})
 	assert.Equal(t, opShutdown, l.share.end)
-	n, _ := st.spare()
-	assert.Zero(t, n, "nothing borrowed")
+	assert.Zero(t, st.unused().n, "nothing borrowed")
 	assert.False(t, l.roomFor(budget{1, 1}, 1, 0))
 	assert.False(t, l.share.reserved, "no reservation made")
 	assert.Equal(t, budget{4, math.MaxInt64}, spareOf2(r), "all the room still in spare")

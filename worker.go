@@ -32,103 +32,100 @@ const keepCap = 1024
 // worker is a loop's handle on one worker goroutine: with one shard the
 // loop's own, with several a slot's, which one loop at a time holds (see
 // slots.takeSlot) and gives back only while it is idle. The loop that holds
-// it fills buf with a batch and sends it on jobs only while the worker is
-// idle; the worker reads the batch, clears it, and only then tells the loop
-// it is idle, so the two never touch buf at once. It has no methods: the
-// loop that holds it owns it; the worker goroutine only receives from jobs.
+// it fills fl, the flight it runs next, and sends it on jobs only while the
+// worker is idle; the worker runs it and only then tells the loop it is
+// idle, so the two never write the same field of fl at once. It has no
+// methods: the loop that holds it owns it; the worker goroutine only
+// receives from jobs.
 type worker[K comparable, I, O any] struct {
-	jobs chan job[K, I, O] // loop -> worker: a batch, only while idle; or a stop
-	buf  []*waiter[K, I, O]
-	idle bool          // it has no batch: opIdle came since its last
-	owe  owed          // to the Flush round in progress, told by its opIdle: see startRound
-	fin  chan struct{} // its batch's, if it has completions to order: see loop.completing
-	key  K             // its batch's key, with fin
-
-	// With CancelAbandoned, while a batch is in flight: its tag (see inFlight),
-	// its inputs whose callers have not given up, and how to cancel its call.
-	tag    uint64
-	live   int
-	cancel context.CancelCauseFunc
+	jobs chan job[K, I, O] // loop -> worker: a flight, only while idle; or a stop
+	fl   *flight[K, I, O]  // the flight it runs, or its next one's record, reused
+	idle bool              // it has no batch: opIdle came since its last
 }
 
 // newWorker starts a worker goroutine for f and returns its handle.
 func newWorker[K comparable, I, O any](f *Ferry[K, I, O]) *worker[K, I, O] {
-	c := make(chan job[K, I, O], 1) // a batch, only while idle; or a stop
+	c := make(chan job[K, I, O], 1) // a flight, only while idle; or a stop
 	go work(f, c)
-	return &worker[K, I, O]{jobs: c}
+	return &worker[K, I, O]{jobs: c, fl: new(flight[K, I, O])}
 }
 
-// work runs the batches it gets on jobs, for the loop each names, until it
-// gets a stop (a job with no batch), and then tells that loop it has gone. A
-// Call that ends the goroutine with runtime.Goexit fails its batch with
+// work runs the flights it gets on jobs, for the loop each names, until it
+// gets a stop (a job with no flight), and then tells that loop it has gone.
+// A Call that ends the goroutine with runtime.Goexit fails its batch with
 // errGoexit, and a new goroutine takes the worker's place.
 func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 	var (
-		ins     []I   // reused: a Call must not keep its inputs
-		subs    []int // reused: the Submits of a batch
+		ins     []I               // reused: a Call must not keep its inputs
+		subs    []int             // reused: the Submits of a batch
+		ctxs    []context.Context // with KeepContexts: the callers' contexts of the call in flight
 		j       job[K, I, O]
-		start   time.Duration // of the Call, by clock, with OnBatch
+		start   time.Duration // of the first call, by clock, with OnBatch
 		running bool          // a Call is running: neither returned nor panicked
-		rt      retries[K, I, O]
 	)
 	defer func() {
-		if running && rt.attempt > 0 { // in a retry: the answers of the others stand
-			outs, errs := rt.goexit(f, j.key, j.batch)
-			finish(j, ins, outs, errs, nil, subs[:0], Batch[K]{}, rt.bs, failedForGood(f, j.ctx, nil, errGoexit), nil)
-			go work(f, jobs)
-		} else if running {
-			finish(j, ins, nil, nil, errGoexit, subs[:0], report(f, j, start), nil, failedForGood(f, j.ctx, nil, errGoexit), nil)
-			go work(f, jobs)
+		if !running {
+			return
 		}
+		if fl := j.fl; fl.attempt > 0 { // in a retry: the answers of the others stand
+			fl.goexit(f)
+			finish(j, ins, fl.outs, fl.errs, nil, subs[:0], Batch[K]{}, fl.bs, failedForGood(f, fl.ctx, nil, errGoexit), nil)
+		} else {
+			finish(j, ins, nil, nil, errGoexit, subs[:0], report(f, fl, start), nil, failedForGood(f, fl.ctx, nil, errGoexit), nil)
+		}
+		go work(f, jobs)
 	}()
 	for {
-		if j = <-jobs; j.batch == nil {
+		if j = <-jobs; j.fl == nil {
 			j.s.send(msg[K, I, O]{op: opExit})
 			return
 		}
-		var (
-			d               time.Duration
-			retry, answered bool
-		)
-		if j.park != nil { // a parked batch, due: its next attempt
-			ins, d, retry = rt.again(f, j, ins, &running)
+		fl := j.fl
+		var retry, answered bool
+		if fl.attempt > 0 { // a parked flight, due: its next attempt
+			ins, ctxs, retry = fl.again(f, ins, ctxs, &running)
 		} else {
 			ins = ins[:0]
-			for _, w := range j.batch {
+			for _, w := range fl.batch {
 				ins = append(ins, w.in[0])
 			}
 			if f.onBatch != nil {
 				start = f.clock()
 			}
-			ctx := j.ctx
+			ctx := fl.ctx
 			if f.keep {
-				ctx, rt.ctxs = withCallers(j.ctx, j.batch, nil, 1, rt.ctxs)
+				ctx, ctxs = withCallers(fl.ctx, fl.batch, nil, 1, ctxs)
 			}
 			running = true
-			outs, errs, all := invoke(ctx, f, j.key, ins)
+			outs, errs, all := invoke(ctx, f, fl.key, ins)
 			running = false
 			if f.retry == nil && !f.hold || errs == nil && all == nil {
-				subs = finish(j, ins, outs, errs, all, subs[:0], report(f, j, start), nil, failedForGood(f, j.ctx, errs, all), nil)
+				var fail error
+				if f.pauseOnError {
+					fail = failedForGood(f, fl.ctx, errs, all)
+				}
+				var b Batch[K]
+				if f.onBatch != nil {
+					b = report(f, fl, start)
+				}
+				subs = finish(j, ins, outs, errs, all, subs[:0], b, nil, fail, nil)
 				answered = true
 			} else {
-				d, retry = rt.first(f, j, outs, errs, all, report(f, j, start))
+				retry = fl.first(f, outs, errs, all, report(f, fl, start))
 			}
 		}
 		switch {
 		case answered:
 		case retry:
 			clear(ins)
-			rt.park(j, d)
-		case rt.holds(f, j):
-			pb, rest, outs, errs := rt.held(j)
-			j.batch = rest
-			subs = finish(j, ins, outs, errs, nil, subs[:0], Batch[K]{}, rt.bs, rt.last, pb)
-			rt.done()
+			j.s.send(msg[K, I, O]{op: opPark, key: fl.key, worker: j.id, fl: fl}) // the worker is idle once it is sent
+		case fl.holds(f):
+			h := fl.split() // the failed inputs are held, the others answered now
+			subs = finish(j, ins, fl.outs, fl.errs, nil, subs[:0], Batch[K]{}, fl.bs, h.last, h)
 		default:
-			subs = finish(j, ins, rt.outs, rt.errs, nil, subs[:0], Batch[K]{}, rt.bs, failedForGood(f, j.ctx, nil, rt.last), nil)
-			rt.done()
+			subs = finish(j, ins, fl.outs, fl.errs, nil, subs[:0], Batch[K]{}, fl.bs, failedForGood(f, fl.ctx, nil, fl.last), nil)
 		}
-		j = job[K, I, O]{} // holds the batch, which the loop may drop
+		j = job[K, I, O]{} // holds the flight, which the loop may reuse
 		if cap(ins) > keepCap {
 			ins = nil
 		}
@@ -136,36 +133,39 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 			subs = nil
 		}
 		if f.keep { // the callers' contexts are not kept past their call
-			clear(rt.ctxs)
-			if cap(rt.ctxs) > keepCap {
-				rt.ctxs = nil
+			clear(ctxs)
+			if cap(ctxs) > keepCap {
+				ctxs = nil
 			}
 		}
 	}
 }
 
 // finish releases j's key (pausing it, with PauseOnError, if fail is set:
-// its last attempt failed for good, see failedForGood), or with pb set holds
-// pb, the inputs of j's batch that failed for good, in the key's lane (see
-// retries.held); then it answers j's callers, so that their next Do comes
+// its last attempt failed for good, see failedForGood), or with h set holds
+// h, the inputs of j's batch that failed for good, in the key's lane (see
+// flight.split); then it answers j's callers, so that their next Do comes
 // after the release: first the Do and DoMany callers, then the Submits'
 // done, in batch order; then it gives OnBatch b (or, after retries, each
 // of bs, whose Err is set), and only then tells the loop it is idle. It
 // returns subs, the buffer it used for the Submits.
-func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K], bs []Batch[K], fail error, pb *parkedBatch[K, I, O]) []int {
-	s := j.s
+func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K], bs []Batch[K], fail error, h *flight[K, I, O]) []int {
+	s, fl := j.s, j.fl
 	f := s.f
-	if pb != nil {
-		s.send(failed(f, msg[K, I, O]{op: opPark, key: j.key, worker: j.id, park: pb, fail: fail}))
-	} else {
-		s.send(failed(f, msg[K, I, O]{op: opRelease, key: j.key, worker: j.id, fail: fail}))
+	m := msg[K, I, O]{op: opRelease, key: fl.key, worker: j.id, fail: fail}
+	if h != nil {
+		m.op, m.fl = opPark, h
 	}
-	subs = reply(j.batch, outs, errs, all, subs)
-	if j.after != nil { // the key's earlier completions come first
-		<-j.after
+	if fail != nil { // stamped where it is decided, before its callers hear of it
+		m.order = f.pauses.next()
+	}
+	s.send(m)
+	subs = reply(fl.batch, outs, errs, all, subs)
+	if fl.after != nil { // the key's earlier completions come first
+		<-fl.after
 	}
 	for _, i := range subs {
-		callDone(s, j.batch[i], pick(outs, errs, all, i))
+		callDone(s, fl.batch[i], pick(outs, errs, all, i))
 	}
 	if f.onBatch != nil && bs == nil {
 		b.Err = failure(errs, all)
@@ -179,23 +179,13 @@ func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Erro
 			s.send(msg[K, I, O]{op: opOnBatchPanicked})
 		}
 	}
-	if j.fin != nil {
-		close(j.fin)
+	if fl.fin != nil {
+		close(fl.fin)
 	}
 	clear(ins) // after the answers: outs may be ins
-	clear(j.batch)
+	clear(fl.batch)
 	s.send(msg[K, I, O]{op: opIdle, worker: j.id})
 	return subs
-}
-
-// hasSubmit reports whether a Submit's input is among ws.
-func hasSubmit[K comparable, I, O any](ws []*waiter[K, I, O]) bool {
-	for _, w := range ws {
-		if w.done != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // reply answers the inputs ws with a call's verdict, except Submits, whose
@@ -257,15 +247,17 @@ func callDone[K comparable, I, O any](s *shard[K, I, O], w *waiter[K, I, O], r r
 }
 
 // callDoneAll calls the done of the Submits ws with err, once the
-// completions of every batch in flight (after) are over, for the loop, which
-// waits for it.
-func callDoneAll[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O], err error, after []chan struct{}) {
+// completions of every batch in flight (after) are over, then closes fin,
+// their keys' place among their completions, for the loop, which waits for
+// it.
+func callDoneAll[K comparable, I, O any](s *shard[K, I, O], ws []*waiter[K, I, O], err error, after []chan struct{}, fin chan struct{}) {
 	for _, c := range after {
 		<-c
 	}
 	for _, w := range ws {
 		callDone(s, w, result[O]{err: err})
 	}
+	close(fin)
 	s.send(msg[K, I, O]{op: opNotified})
 }
 
@@ -304,9 +296,11 @@ func notifyPaused[K comparable, I, O any](s *shard[K, I, O], key K, ws []*waiter
 	for _, w := range ws {
 		callDone(s, w, result[O]{err: err})
 	}
-	panicked := failure != nil && onPause(s.f, key, failure)
+	if failure != nil && onPause(s.f, key, failure) {
+		s.send(msg[K, I, O]{op: opOnPausePanicked})
+	}
 	close(fin)
-	s.send(msg[K, I, O]{op: opNotified, fin: fin, panicked: panicked})
+	s.send(msg[K, I, O]{op: opNotified, fin: fin})
 }
 
 // onPause calls Config.OnPause with key and the failure that paused it,

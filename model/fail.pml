@@ -1,13 +1,14 @@
 /*
  * fail.pml: a SPIN model of what one key's calls do when they fail, as the Go
- * code does it since issues 24 and 37: a batch's retries parked in its lane
+ * code does it since issues 24, 37 and 45: a batch's retries parked in its lane
  * (Config.Retry: the backoff parks the lane in the core and frees the
  * worker: retry.go, worker.go, park.go, state.park), a direct call's retries
  * on its caller (call.go), completions in order per key (loop.completing,
  * job.after and job.fin, a direct call's w.after and w.fin: loop.go,
  * direct.go, worker.go, call.go), a key paused once a call of it fails for
  * good (Config.PauseOnError: pause.go, loop.go), or held (HoldPaused: its
- * failed and waiting inputs kept in its lane until Resume), and OnPause; on
+ * failed and waiting inputs kept in its lane until Resume, the others
+ * answered at once), and OnPause; on
  * one shard, one key (and KEYB, a second key that only needs a worker).
  * Nothing else of the ferry is here: see ferry.pml for the protocol of the
  * callers, the loop and the workers as a whole, and README.md.
@@ -18,8 +19,9 @@
  *             gaveUp), release (state.release, endDirect, pause:
  *             pauses.pause, state.clearLane, reply, notifyPaused's start),
  *             park (opPark: loop.park, state.park, the worker's slot back;
- *             with HOLD loop.hold, state.parkHeld, OnPause's notifier
- *             started), holdDirect, idleWorker, reported,
+ *             with HOLD loop.hold of the failed inputs, state.parkHeld,
+ *             OnPause's notifier started, the held inputs' place; the
+ *             worker busy until its opIdle), holdDirect, idleWorker, reported,
  *             notified, opResume (loop.resume: pauses.resume, state.unpark),
  *             close (state.drain, which makes a parked lane ready,
  *             callDoneAll's start, the batches' context cancelled, the
@@ -30,7 +32,10 @@
  *             completions)
  *   worker    work, retries.first and settle (askRetry: a yes parks,
  *             retries.park, opPark), retries.again (a continuation's next
- *             attempt, or blame if the ctx ended), finish (failedForGood, the release, reply, <-j.after,
+ *             attempt, or blame if the ctx ended; none if no caller is
+ *             left, and then a held batch's failure is forgotten),
+ *             retries.holds and held (the failed inputs in an opPark),
+ *             finish (failedForGood, the release, reply, <-j.after,
  *             callDone, OnBatch, close(j.fin), opIdle); key B's batch
  *   caller    Ferry.Do (await, abandon, finishDo) and direct
  *             (invoke, retryDirect, failedForGood, releaseDirect, <-w.after,
@@ -51,12 +56,15 @@
  *   HOUR=1     a park's deadline comes only once nothing else can move (an
  *              hour-long backoff); default: at any time
  *   PAUSE=0|1  Config.PauseOnError (default 1)
- *   HOLD=1     Config.HoldPaused: a batch that fails for good is held in
- *              its lane, unanswered, until Resume or Close; a direct call
- *              that does, or a batch whose callers all gave up, holds the
- *              lane with no input (holdDirect)
- *   ONPAUSE=1  Config.OnPause (batched calls); with HOLD, a held batch's
- *              OnPause comes before the batch's own completions
+ *   HOLD=1     Config.HoldPaused: a batch that fails for good holds its
+ *              failed inputs in its lane, unanswered, until Resume or
+ *              Close, and its worker answers the others; a direct call
+ *              that does, or a parked batch whose callers all gave up,
+ *              holds the lane with no input (holdDirect); a held batch
+ *              with no caller left at Resume makes no call and no failure
+ *   ONPAUSE=1  Config.OnPause (batched calls); with HOLD, OnPause comes
+ *              after the failed batch's completions so far, before the
+ *              held inputs' own
  *   PROBE=1    with HOLD, ONPAUSE and RESUME: the resumer is a resume probe
  *              that OnPause starts: it calls Resume once OnPause has run,
  *              and the calls succeed from then on
@@ -85,9 +93,12 @@
  * continuation was taken, reaches an attempt; the key's completions (done,
  * OnBatch, a paused key's done and OnPause, close's done) never overlap and
  * run in the order their holders took their place (lastc); OnPause runs
- * after the failed call's answers, and a held batch's before its own
+ * after the failed call's answers (a held batch's: those of its inputs
+ * that succeeded), and a held batch's before the held inputs' own
  * completions (with PROBE, else the probe's Resume never comes: an invalid
- * end state); a paused key admits nothing and holds
+ * end state); a key is paused, or held, only by a call that failed since
+ * it last resumed (fsr); the loop gives a worker a batch only once the
+ * worker has stopped reading its buffer; a paused key admits nothing and holds
  * no waiting input, unless it holds (HOLD), and then nobody is answered
  * ErrPaused; a caller whose Do failed for good (or was answered ErrPaused)
  * finds the key paused at its next Do, unless a Resume came in between or
@@ -144,14 +155,8 @@
 #ifndef PROBE
 #define PROBE 0
 #endif
-/* a new fin's id: with HOLD and ONPAUSE ids go by 3, so that a held
- * batch's OnPause, put before the batch's own completions, takes one of the
- * two ids below the batch's fin (its place in their order) */
-#if HOLD && ONPAUSE
-#define NEWFIN nfin = nfin + 3
-#else
+/* a new fin's id: its place in the key's order of completions */
 #define NEWFIN nfin++
-#endif
 #define RUNS(c) ((CALLERS >> (c)) & 1)
 #define CANCELS(c) ((CANCEL >> (c)) & 1)
 
@@ -203,15 +208,13 @@ byte cb[BS];             /* its batch: input + 1 */
 byte cn, cidx, catt;     /* its length; the indexes to call again (bits); the attempt last over */
 byte caf, cfi;           /* its place among the key's completions: after and fin */
 byte cbh;                /* ghost: the highest sq of its batch (bhi) */
-#if HOLD && ONPAUSE
-byte cins;               /* OnPauses put before the held batch's completions so far */
-#endif
 #if PROBE
 bit  onp;                /* ghost: OnPause has run (the probe's Resume waits for it) */
 bit  up;                 /* ghost: the probe has resumed; calls succeed from then on */
 #endif
 byte jaf[NW];            /* the job's after, as the loop gave it */
 byte watt[NW], widx[NW]; /* a continuation's job: its attempt last over (0: a fresh batch), indexes */
+bit  wheld[NW];          /* and pb.held: it was held (HoldPaused; holdDirect's too) */
 #if KEYB
 byte bl;                 /* key B's lane: 0 none; 1 its input waits; 2 busy */
 bit  wkb[NW];            /* the worker's job is key B's */
@@ -237,6 +240,14 @@ bit  incomp;             /* a holder's completions run */
 byte lastc;              /* the id of the last holder whose completions started */
 bit  f0;                 /* caller 0's first Do failed for good, or was answered ErrPaused */
 bit  rap;                /* a Resume has been handled since the last pause */
+#if RESUME
+bit  fsr;                /* an attempt of the key failed since a Resume last unpaused it */
+#define FAILS() fsr = 1
+#define FSR fsr
+#else
+#define FAILS() skip     /* with no Resume, every pause follows a failure */
+#define FSR 1
+#endif
 byte ndone;              /* callers returned; and the resumer and closer */
 #if PROBE
 #define UP up
@@ -244,7 +255,8 @@ byte ndone;              /* callers returned; and the resumer and closer */
 #define UP 0
 #endif
 #if ONPAUSE
-byte rmask;              /* the inputs of the batch whose release paused the key (bit: input) */
+byte rmask;              /* the inputs of the batch whose release paused the key, or whose hold */
+                         /* held the key, that its worker answers (bit: input) */
 #endif
 
 /* loop temporaries, dead between its atomic steps */
@@ -419,6 +431,7 @@ inline clearLane() {
 /* loop.pause: the key paused, its lane cleared, its Submits told by a
  * goroutine that takes its place among the key's completions */
 inline pause() {
+	assert(FSR);                                 /* paused only by a call that failed since the last Resume */
 	paused = 1; rap = 0;
 #ifndef MUT_NO_CLEAR_LANE
 	clearLane();                                 /* MUTATION (left out): the lane stays */
@@ -440,37 +453,37 @@ inline pause() {
 	fi
 }
 
-/* loop.hold: the key held (state.parkHeld) and paused; with OnPause, if it
- * was not paused, its notifier goes between the key's earlier completions
- * and the held batch's own (pb.after), or after the key's last if the batch
- * has no place (a direct call's hold) */
-#if HOLD && ONPAUSE
-inline holdKey() {
+/* loop.hold: the key held (state.parkHeld) and paused, only by a call that
+ * failed since the key last resumed; with OnPause, if it was not paused, its
+ * notifier takes the key's last place, which is after the completions of
+ * the batch whose failed inputs are held (its worker's fin: the answers of
+ * the others, their done, the attempts' OnBatch); then, if that batch had
+ * completions (pl), the held inputs' own take their place after OnPause
+ * (pb.after, pb.fin = place). holdDirect's hold has no input and no place
+ * (pl 0). */
+#if defined(MUT_HOLD_KEEPS_PLACE)
+#define HELDPLACE(pl) if :: pl -> caf = jaf[a]; cfi = wfin[a] :: else -> caf = 0; cfi = 0 fi  /* MUTATION: the batch's place, as a backoff's */
+#else
+#define HELDPLACE(pl) if :: pl -> NEWFIN; caf = completing; cfi = nfin; completing = nfin :: else -> caf = 0; cfi = 0 fi
+#endif
+inline holdKey(pl) {
+	assert(FSR);                                 /* held only by a call that failed since the last Resume */
 	pk = 3;
+#ifdef MUT_HOLD_ONPAUSE_AFTER
+	HELDPLACE(pl);                               /* MUTATION: the held inputs' place before OnPause's */
+#endif
 	if
-	:: !paused ->
-		notify++;
-#ifndef MUT_HOLD_ONPAUSE_AFTER
-		if
-		:: cfi != 0 ->
-			assert(cins < 2);
-			run pauser(caf, cfi - 2 + cins, 0, 0);
-			caf = cfi - 2 + cins; cins++
-		:: else ->
-#endif
-			NEWFIN; pa = completing; completing = nfin;   /* MUTATION: after the held batch's */
-			run pauser(pa, nfin, 0, 0); pa = 0
-#ifndef MUT_HOLD_ONPAUSE_AFTER
-		fi
-#endif
+	:: !paused && ONPAUSE ->
+		notify++; NEWFIN; pa = completing; completing = nfin;
+		run pauser(pa, nfin, 0, PMASK); pa = 0
 	:: else -> skip
 	fi;
-	paused = 1; rap = 0
-}
-#define HOLDKEY() holdKey()
-#else
-#define HOLDKEY() pk = 3; paused = 1; rap = 0
+	paused = 1; rap = 0;
+#ifndef MUT_HOLD_ONPAUSE_AFTER
+	HELDPLACE(pl);
 #endif
+	skip
+}
 
 /* handle(opRelease): state.release, the worker's or endDirect, then pause */
 inline release() {
@@ -502,15 +515,12 @@ inline release() {
 		dafter = 0; dfin = 0
 	:: else -> skip
 	fi;
-#if HOLD && ONPAUSE
-	cins = 0;
-#endif
 	if
 #if HOLD
 	:: (b & FAILED) && !closing ->   /* holdDirect: a hold of no input (a direct call's, or a batch's whose callers all gave up) */
 		lbusy = 0; lex = 1; holders++;
-		cn = 0; cidx = 0; catt = 1; caf = 0; cfi = 0; cbh = 0;
-		HOLDKEY()
+		cn = 0; cidx = 0; catt = 1; cbh = 0;
+		holdKey(0)
 	:: (b & FAILED) && closing -> skip           /* with HoldPaused nothing pauses once closing */
 #else
 	:: b & FAILED -> assert(PAUSE); pause()
@@ -589,6 +599,12 @@ inline handle() {
 	:: op == REPORTED -> forget(rfin[a]); rfin[a] = 0
 	:: op == NOTIFIED -> assert(notify > 0); notify--; forget(a)
 	:: op == RESUMEM ->                          /* pauses.resume, state.unpark */
+#if RESUME
+		if
+		:: paused -> fsr = 0                     /* ghost: no call in flight while paused */
+		:: else -> skip
+		fi;
+#endif
 		paused = 0; rap = 1;
 		if
 		:: pk == 1 -> pk = 2
@@ -609,6 +625,7 @@ inline handle() {
 inline take() {
 	PICKIDLE();
 	assert(!paused);
+	assert(wn[tw] == 0);                         /* its worker has stopped reading its buffer */
 	widle[tw] = 0; lbusy = 1;
 	k = 0;
 	do
@@ -649,27 +666,46 @@ inline take() {
 	tw = 0; tn = 0; j = 0; k = 0; x = 0
 }
 
-/* handle(opRelease with a continuation): state.park, the worker idle at once
- * (idleWorker: its slot back); the batch keeps its place among the key's
- * completions; a drained room parks nothing (ready at once) */
+/* handle(opPark): loop.park, state.park: a backoff's park, the worker idle
+ * at once (idleWorker: its slot back), the batch keeping its place among the
+ * key's completions; or (held) loop.hold with the batch's failed inputs
+ * only, all to call again, while the worker, still busy, answers the others
+ * (it keeps wn, their wb entries and wfin, forgotten at its opIdle); a
+ * drained room parks nothing (ready at once) */
 inline park() {
 	assert(lex && lbusy && pk == 0);
 	lbusy = 0;
 	k = 0;
 	do
-	:: k < wn[a] -> cb[k] = wb[a*BS + k]; wb[a*BS + k] = 0; k++
+	:: k < wn[a] ->
+		if
+		:: !(b & HELDF) || (b >> k) & 1 -> cb[cn] = wb[a*BS + k]; wb[a*BS + k] = 0; cn++
+		:: else -> skip                          /* succeeded: its worker answers it */
+		fi;
+		k++
 	:: else -> break
 	od;
-	cn = wn[a]; wn[a] = 0; k = 0;
-	cidx = b & 3; catt = (b >> 2) & 7;
-	caf = jaf[a]; cfi = wfin[a]; jaf[a] = 0; wfin[a] = 0;
+	k = 0;
+	catt = (b >> 2) & 7;
 	cbh = bhi[a]; bhi[a] = 0;
-#ifndef MUT_PARK_HOLDS_WORKER
-	widle[a] = 1;                                /* MUTATION (left out): the slot kept */
-#endif
 	if
-	:: b & HELDF -> HOLDKEY()                    /* held: Paused lists the key */
-	:: else -> pk = 1
+	:: b & HELDF ->                              /* held: Paused lists the key */
+		cidx = (1 << cn) - 1;
+		holdKey(wfin[a] != 0);
+#ifdef MUT_HOLD_FREES_WORKER
+		widle[a] = 1;                            /* MUTATION: the worker free at the hold */
+#endif
+#if ONPAUSE
+		rmask = 0;
+#endif
+		jaf[a] = 0
+	:: else ->
+		cidx = b & 3; wn[a] = 0;
+		caf = jaf[a]; cfi = wfin[a]; jaf[a] = 0; wfin[a] = 0;
+#ifndef MUT_PARK_HOLDS_WORKER
+		widle[a] = 1;                            /* MUTATION (left out): the slot kept */
+#endif
+		pk = 1
 	fi;
 #ifndef MUT_PARK_AFTER_CLOSE
 	if                                           /* MUTATION (left out): parked after Close */
@@ -691,7 +727,8 @@ inline park() {
  * callers gave up */
 inline ctake() {
 	PICKIDLE();
-	widle[tw] = 0; lbusy = 1; lex = 1;
+	assert(wn[tw] == 0);                         /* its worker has stopped reading its buffer */
+	widle[tw] = 0; lbusy = 1; lex = 1; wheld[tw] = (pk == 4);
 	k = 0;
 	do
 	:: k < cn ->
@@ -721,6 +758,7 @@ inline ctake() {
 /* dispatch: key B's batch of its one input */
 inline btake() {
 	PICKIDLE();
+	assert(wn[tw] == 0);
 	widle[tw] = 0; bl = 2; wkb[tw] = 1;
 	jobs[tw]!0, 0;
 	tw = 0
@@ -800,7 +838,7 @@ inline attemptEnds() {
 			y = wb[id*BS + i] - 1;
 			if
 			:: res[y] = OK
-			:: !UP -> res[y] = FAIL
+			:: !UP -> res[y] = FAIL; FAILS()
 			fi
 		:: else -> skip
 		fi;
@@ -842,26 +880,43 @@ inline failing() {
 #define BJOB 0
 #endif
 #define STARTJOB() \
-	att = watt[id]; idx = widx[id]; watt[id] = 0; widx[id] = 0; \
+	att = watt[id]; idx = widx[id]; ph = wheld[id]; watt[id] = 0; widx[id] = 0; wheld[id] = 0; \
 	if \
 	:: BJOB -> skip \
 	:: !BJOB && att == 0 -> idx = (1 << n) - 1; att = 1; attemptStarts() \
 	:: !BJOB && att != 0 -> ct = 1 \
 	fi
 
-/* ghost: the inputs of the batch released, for OnPause's check */
+/* its batch holds a Submit (caller 1's input) */
+#define HASSUB() (SUBMIT && (wb[id*BS] == 2 || wb[id*BS + 1] == 2))
+
+/* the batch's input i is held (HoldPaused): its worker does not answer it */
+#define HELD(i) (hd && ((fm >> (i)) & 1))
+
+/* ghost: the inputs of the batch released, or those of a held batch its
+ * worker answers, for OnPause's check */
 #if ONPAUSE
-#define RMASK() rmask = 0; i = 0; do :: i < n -> rmask = rmask | (1 << (wb[id*BS + i] - 1)); i++ :: else -> break od; i = 0
+#define RMASK() rmask = 0; i = 0; do :: i < n -> if :: !HELD(i) -> rmask = rmask | (1 << (wb[id*BS + i] - 1)) :: else -> skip fi; i++ :: else -> break od; i = 0
 #else
 #define RMASK() skip
 #endif
 
-/* the worker's locals once it has handed its batch back: parked or held */
+/* the worker's locals once it has handed its batch back to be parked */
 #define HANDEDBACK() after = 0; fin = 0; n = 0; idx = 0; att = 0; fm = 0; fl = 0; i = 0
+
+/* a continuation with no attempt to make: its last attempt's failure stands
+ * (failedForGood of retries.last), unless it was held (again: no call, so no
+ * new failure for a hold resumed); MUT_RESUME_HOLDS_AGAIN: a held batch's
+ * stands too (holdDirect's has none) */
+#ifdef MUT_RESUME_HOLDS_AGAIN
+#define LASTSTANDS() lst = !ph || n > 0               /* MUTATION: the held batch's failure kept */
+#else
+#define LASTSTANDS() lst = !ph
+#endif
 
 proctype worker(byte id) {
 	byte after, fin, n, idx, att, fm, i, y, m;
-	bit fl, ct, hd;
+	bit fl, ct, hd, ph, lst;
 end_w:
 	do
 	:: atomic { jobs[id]?after, fin -> n = wn[id]; STARTJOB() };
@@ -878,8 +933,8 @@ end_w:
 		:: ct ->                                 /* a continuation: its next attempt */
 			ct = 0;
 			if
-			:: atomic { idx != 0 && !closing -> att++; attemptStarts() }
-			:: atomic { idx == 0 || closing -> idx = 0 }; goto finish  /* none left, or blame */
+			:: atomic { idx != 0 && !closing -> att++; attemptStarts(); ph = 0 }
+			:: atomic { idx == 0 || closing -> idx = 0; LASTSTANDS() }; goto finish  /* none left, or blame */
 			fi
 		:: else -> skip
 		fi;
@@ -897,50 +952,43 @@ again:
 #endif
 		   goto end_w
 #ifndef RETRYYES
-		:: fm != 0 && !closing && att < NA -> fm = 0  /* Retry says no */
+		:: fm != 0 && !closing && att < NA -> skip   /* Retry says no */
 #endif
-		:: else -> fm = 0
+		:: else -> skip
 		fi;
-		/* finish: the release (failedForGood), the answers */
+		/* finish: the release (failedForGood of the last attempt's failure:
+		 * fm, the inputs it failed, or lst), the answers; with HOLD
+		 * (retries.holds: inputs still failing, ctx holds) the failed inputs
+		 * held instead of the release (retries.held, opPark), the others
+		 * answered */
 finish:
 		atomic {
-			i = 0; fl = 0;
-			do
-			:: i < n ->
-				if
-				:: res[wb[id*BS + i] - 1] == FAIL -> fl = 1; fm = fm | (1 << i)
-				:: else -> skip
-				fi;
-				i++
-			:: else -> break
-			od;
-			fl = fl && PAUSE && !closing;
+			fl = (fm != 0 || lst) && PAUSE && !closing;
 #if HOLD
-			if                                   /* HoldPaused: the failed inputs held, unanswered */
-			:: fl -> inc!PARKM, id, fm | (att << 2) | HELDF; hd = 1
+			hd = fl && fm != 0;
+			if
+			:: hd -> RMASK(); inc!PARKM, id, fm | (att << 2) | HELDF
 			:: else -> skip
 			fi;
 #endif
-			fm = 0;
 #ifndef MUT_ANSWER_BEFORE_PAUSE
 			if
 			:: !hd -> inc!RELEASE, id, fl; holders--; RMASK()
 			:: else -> skip
 			fi;
 #endif
-			i = 0
+			if
+			:: !hd -> fm = 0                     /* read on only for a hold */
+			:: else -> skip
+			fi;
+			ph = ph && !HASSUB();                /* no completion to run (locals only below: cheaper) */
+			lst = 0; i = 0
 		};
-#if HOLD
-		if
-		:: hd -> atomic { hd = 0; HANDEDBACK() }; goto end_w
-		:: else -> skip
-		fi;
-#endif
 		do
 		:: i < n ->
 			y = wb[id*BS + i] - 1;
 			if
-			:: !isSub(y) -> atomic { rep[y]!res[y]; outcome(y); res[y] = 0 }  /* may wait for errKept's read */
+			:: !isSub(y) && !HELD(i) -> atomic { rep[y]!res[y]; outcome(y); res[y] = 0 }  /* may wait for errKept's read */
 			:: else -> skip
 			fi;
 			i++
@@ -948,11 +996,14 @@ finish:
 		od;
 		i = 0; y = 0;
 #ifdef MUT_ANSWER_BEFORE_PAUSE
-		atomic { inc!RELEASE, id, fl; holders-- };  /* MUTATION: the release after the answers */
+		atomic { if :: !hd -> inc!RELEASE, id, fl; holders-- :: else -> skip fi };  /* MUTATION: the release after the answers */
 #endif
 		fl = 0;
 		if
-		:: fin != 0 ->
+		:: fin != 0 && ph ->                     /* a held batch with no attempt (no OnBatch) and no done */
+			CLOSEDF(after);                      /* <-j.after */
+			atomic { closedf = closedf | (1 << fin); inc!IDLE, id, 0; after = 0; fin = 0; n = 0; idx = 0; att = 0; ph = 0 }
+		:: fin != 0 && !ph ->
 #ifndef MUT_COMPLETION_OVERTAKES
 			CLOSEDF(after);                      /* <-j.after */
 #endif
@@ -963,7 +1014,7 @@ finish:
 				:: i < n ->
 					y = wb[id*BS + i] - 1;
 					if
-					:: isSub(y) -> outcome(y); res[y] = 0
+					:: isSub(y) && !HELD(i) -> outcome(y); res[y] = 0
 					:: else -> skip
 					fi;
 					i++
@@ -971,9 +1022,9 @@ finish:
 				od;
 				i = 0; y = 0
 			};
-			atomic { cend(fin); inc!IDLE, id, 0; after = 0; fin = 0; n = 0; idx = 0; att = 0 }
+			atomic { cend(fin); inc!IDLE, id, 0; after = 0; fin = 0; n = 0; idx = 0; att = 0; fm = 0; hd = 0; ph = 0 }
 		:: else ->
-			atomic { inc!IDLE, id, 0; after = 0; fin = 0; n = 0; idx = 0; att = 0 }
+			atomic { inc!IDLE, id, 0; after = 0; fin = 0; n = 0; idx = 0; att = 0; fm = 0; hd = 0; ph = 0 }
 		fi
 	od
 }
@@ -1006,7 +1057,7 @@ dagain:
 		calls--;
 		if
 		:: res[xi] = OK
-		:: res[xi] = FAIL
+		:: res[xi] = FAIL; FAILS()
 		fi;
 		dctx()
 	};
