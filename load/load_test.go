@@ -244,6 +244,16 @@ func TestFetchErrorAndPanic(t *testing.T) {
 		v, err := l.Load(ctx, 5)
 		require.NoError(t, err)
 		assert.Equal(t, "v5", v)
+
+		direct := newLoader(t, b, Config{}) // a lone Load is a direct call: the same answers
+		b.set(down, false)
+		_, err = direct.Load(ctx, 6)
+		assert.ErrorIs(t, err, down)
+		b.set(nil, true)
+		_, err = direct.Load(ctx, 6)
+		var pe *ferry.PanicError
+		assert.ErrorAs(t, err, &pe)
+		assert.Equal(t, uint64(2), direct.Stats().DirectCalls)
 	})
 }
 
