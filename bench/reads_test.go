@@ -13,8 +13,8 @@ import (
 	"github.com/vikstrous/dataloadgen"
 )
 
-// The GraphQL shape of BenchmarkReads: a request resolves readPosts posts,
-// then, all at once as gqlgen does, each post's author and its
+// The GraphQL shape of BenchmarkReads: a request resolves readPosts posts.
+// Then, all at once as gqlgen does, it loads each post's author and its
 // readComments comments, then each comment's author: 50 + 50 + 500 loads
 // of two kinds (users by id, comments by post), in three levels.
 const (
@@ -206,9 +206,9 @@ var readImpls = []struct {
 }
 
 // BenchmarkReads is a GraphQL-shaped read: each request fans out to 600
-// loads of two kinds in three levels (see resolve), over a simulated
-// database of 16 connections, each statement taking 1 ms plus 1 µs per
-// id (a comment read counts its 10 rows per post). Closed-loop clients
+// loads of two kinds in three levels (see resolve). The simulated database
+// has 16 connections; each statement takes 1 ms plus 1 µs per id (a
+// comment read counts its 10 rows per post). Closed-loop clients
 // (1 and 64; -short: 64) each send requests one after another, through
 // the load package's process-wide loaders and dataloadgen's per-request
 // ones. An op is a request. It reports calls/req (the statements per

@@ -9,9 +9,9 @@ import (
 )
 
 // This file is the per-request memo: a map per loader from (scope, id) to
-// an entry, loaded or loading, held in a channel of capacity 1 that a
-// caller takes, changes and puts back, so that a request's concurrent
-// resolvers share it without a lock.
+// an entry, loaded or loading. The maps are held in a channel of capacity
+// 1 that a caller takes, changes and puts back: a request's concurrent
+// resolvers share them without a lock.
 
 // memoKey is the context key of a request's memo.
 type memoKey struct{}

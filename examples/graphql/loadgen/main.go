@@ -158,9 +158,9 @@ func main() {
 }
 
 // startServers starts a server per mode in this process, each on a pool of
-// conns connections of its own, and for the slow run one per mode whose
-// user slowID's read sleeps 2 s, on the same pool. cfg configures the
-// ferry mode's loaders.
+// conns connections of its own. For the slow run it starts one more per
+// mode, on the same pool, whose user slowID's read sleeps 2 s. cfg
+// configures the ferry mode's loaders.
 func startServers(ctx context.Context, dsn string, conns, slowID int, cfg load.Config) (modes, slow [2]target) {
 	for i, m := range []server.Mode{server.Ferry, server.Dataloadgen} {
 		tr := new(server.Tracer)

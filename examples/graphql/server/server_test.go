@@ -109,7 +109,7 @@ func pgDSN(t *testing.T) string {
 }
 
 // The ferry and dataloadgen modes answer as the naive mode does, with the
-// N+1 gone: the posts query (50 posts, their authors, 10 comments each and
+// N+1 gone. The posts query (50 posts, their authors, 10 comments each and
 // their authors) sends 601 statements in the naive mode, and a handful in
 // the others. Mutation: Comment.author reading through the naive mode's
 // loaders in every mode (naive{r.db}.user) fails the counts.
@@ -149,9 +149,9 @@ func TestModesAgree(t *testing.T) {
 		}
 	}
 	// Naive: exactly 1 + 50 + 50 + 500. With loaders, at least one per
-	// level (4), and more as batches go while a level's loads still arrive
-	// (dataloadgen's after its 1 ms wait, ferry's as direct calls and as
-	// soon as the key is free): 9 to 18 in either mode here, on 2 cores.
+	// level (4), and more as batches go while a level's loads still arrive:
+	// dataloadgen's after its 1 ms wait, ferry's as direct calls and as soon
+	// as the key is free. Here, on 2 cores: 4 to 18 in either mode.
 	t.Logf("posts query, statements: %v", counts)
 	assert.Equal(t, int64(601), counts[Naive])
 	for _, mode := range []Mode{Ferry, Dataloadgen} {
@@ -161,8 +161,8 @@ func TestModesAgree(t *testing.T) {
 }
 
 // The user page of a user whose read sleeps 2 s does not hold the user
-// page of another, which is answered while it sleeps: in the dataloadgen
-// mode each request has its loaders; in the ferry mode the users loader has
+// page of another, which is answered while it sleeps. In the dataloadgen
+// mode each request has its loaders. In the ferry mode the users loader has
 // several fetches in flight (MaxCallsPerKey), and the slow request's load
 // was a fetch of its own. Mutation: the ferry mode's loaders with
 // MaxCallsPerKey 1 (Options.Load) fail it.
