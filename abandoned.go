@@ -5,11 +5,11 @@ import (
 	"time"
 )
 
-// This file is the loop's side of the callers who give up: a Do's drop of
-// its input, which still waits (dropped) or which a call took (kept); then,
-// with CancelAbandoned, the count of a batch's callers left, and its call
-// cancelled once none is, parked or not; with Retry, the inputs a retry
-// leaves out (see takeParked). The callers' side is do.go's and many.go's
+// This file is the loop's side of the callers who give up. A Do drops its
+// input if it still waits (dropped), or keeps it if a call took it (kept).
+// With CancelAbandoned the loop counts a batch's callers left, and cancels
+// its call, parked or not, once none is. With Retry a retry leaves their
+// inputs out (see takeParked). The callers' side is do.go's and many.go's
 // abandon (a DoMany's drop is in parts.go).
 
 // inFlight is the ticket of an input of the batch tagged n, taken by worker

@@ -227,13 +227,14 @@ var (
 	errShutdownInCallback = errors.New("ferry: Shutdown from inside a done, OnBatch, OnPause or Retry would wait for it")
 )
 
-// inUserCode reports whether its caller runs inside a done (callDone), an
-// OnBatch (onBatch), an OnPause (onPause) or a Retry (askRetry) that a ferry runs, or with calls
-// also inside a Call (invoke): inside code whose return the ferry waits for
-// before it ends, or a Flush round before it settles. It reads the names of the functions on
-// the goroutine's stack, generic ones named as "ferry.invoke[...]", inlined
-// or not; it cannot tell one ferry from another. It costs a walk of the
-// stack (see docs/performance.md): for Close, Flush and Shutdown only.
+// inUserCode reports whether its caller runs inside user code that a ferry
+// runs and waits for, before it ends or a Flush round settles. That is a done
+// (callDone), an OnBatch (onBatch), an OnPause (onPause) or a Retry
+// (askRetry), or, with calls, a Call (invoke). It reads the names of the
+// functions on the goroutine's stack, generic ones named as
+// "ferry.invoke[...]", inlined or not; it cannot tell one ferry from another.
+// It costs a walk of the stack (see docs/performance.md): for Close, Flush
+// and Shutdown only.
 func inUserCode(calls bool) bool {
 	var buf [64]uintptr
 	pcs := buf[:]
@@ -265,8 +266,8 @@ func inUserCode(calls bool) bool {
 
 // failedForGood is, with PauseOnError, the failure that pauses the key of a
 // call that ended with errs and all (see verdict), after its retries, while
-// its context ctx held: nil if no input failed, or if ctx ended (Close, the
-// direct call's caller or CancelAbandoned ended it: no fault of the key).
+// its context ctx held. It is nil if no input failed, or if ctx ended: Close,
+// the direct call's caller or CancelAbandoned ended it, no fault of the key.
 func failedForGood[K comparable, I, O any](f *Ferry[K, I, O], ctx context.Context, errs Errors, all error) error {
 	if !f.pauseOnError || ctx.Err() != nil {
 		return nil

@@ -9,10 +9,10 @@ import "context"
 
 // Callers returns, inside a call of a ferry with Config.KeepContexts, the
 // contexts its inputs were given with, one per input, in the order of the
-// call's inputs: the ctx of each input's Do, DoMany or Submit (a Submit's may
-// have ended since: use its values only); for a retry, those of the inputs
-// it carries; for a direct call, one, its caller's (the call's ctx derives
-// from it already). ctx is the call's, or one derived from it. Elsewhere, or
+// call's inputs. Each is the ctx of the input's Do, DoMany or Submit (a
+// Submit's may have ended since: use its values only). A retry has those of
+// the inputs it carries; a direct call has one, its caller's (the call's ctx
+// derives from it already). ctx is the call's, or one derived from it. Elsewhere, or
 // with KeepContexts off, it returns nil. The slice is the ferry's, valid
 // until the call returns, as its inputs are. It reads ctx.Value and blocks
 // on nothing.

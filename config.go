@@ -55,9 +55,9 @@ type Config[K comparable, I any] struct {
 	// backoff holds no worker: the batch is parked in its key's lane until
 	// the backoff is over (or Resume(key)), and the worker and its slot go
 	// on with other keys' batches. A backoff holds the key: no other call
-	// for it starts, and the inputs that join its lane meanwhile wait (in
-	// the room, within MaxQueued and MaxQueuedWeight, which the parked
-	// inputs, in flight, do not count in) and go after the retried ones. A
+	// for it starts. The inputs that join its lane meanwhile wait, in the
+	// room (within MaxQueued and MaxQueuedWeight, which the parked inputs,
+	// in flight, do not count in), and go after the retried ones. A
 	// direct call's caller retries it itself, holding the key. Close, or
 	// (for a direct call) the caller's ctx ending, ends a backoff at once
 	// with the last error (matching ErrClosed on close); with
@@ -70,9 +70,9 @@ type Config[K comparable, I any] struct {
 
 	// PauseOnError pauses a key once a call for it fails for good: it
 	// returned an error (for any of its inputs), a panic or CallTimeout,
-	// after Retry if set, while its context still held (a call ended by
+	// after Retry if set, while its context still held. A call ended by
 	// Close, by its direct caller's ctx or by CancelAbandoned pauses
-	// nothing). The inputs of the failed call get its answers as usual; the
+	// nothing. The inputs of the failed call get its answers as usual. The
 	// inputs waiting in the key's lane, and every input of the key given to
 	// Do, Submit or DoMany after that, get an error matching ErrPaused and
 	// the call's error, at once, until Resume(key). A paused key holds no
@@ -87,9 +87,9 @@ type Config[K comparable, I any] struct {
 	// OnPause is told of each pause (PauseOnError) once: key, and the
 	// call's error that paused it (as the last attempt's Batch.Err). It
 	// runs off the loop, on a goroutine of the ferry, in the key's order of
-	// completions: after the failed call's done and OnBatch have returned
-	// and the key's waiting Submits are told ErrPaused in their done; before
-	// any later done or OnBatch of the key. (A Do or DoMany of the failed
+	// completions. That is after the failed call's done and OnBatch have
+	// returned and the key's waiting Submits are told ErrPaused in their
+	// done, and before any later done or OnBatch of the key. (A Do or DoMany of the failed
 	// call is answered as OnPause starts, and may return before or after
 	// it.) So a Resume from it, or from a probe it starts, finds the key
 	// paused.
@@ -102,20 +102,20 @@ type Config[K comparable, I any] struct {
 	OnPause func(key K, err error)
 
 	// HoldPaused makes a pause (PauseOnError) hold the key's inputs rather
-	// than refuse them: a batch that fails for good keeps its failed inputs
+	// than refuse them. A batch that fails for good keeps its failed inputs
 	// whose callers still wait, and the key's lane its waiting inputs, in
 	// order, parked (holding no worker) until Resume(key). Its other inputs,
 	// which succeeded, are answered at once, with the reports of its
 	// attempts so far (the last with Batch.Retried false), before OnPause.
 	// Later inputs are admitted while the lane keeps at most an eighth of
 	// the room (MaxQueued/8 inputs, one at least, and MaxQueuedWeight/8 of
-	// weight); beyond that they get ErrPaused at once, with WaitForRoom
+	// weight). Beyond that they get ErrPaused at once, with WaitForRoom
 	// too, so a long outage of one key never fills the room. At Resume the
 	// failed inputs are called first (the next Batch.Attempt, Retry as
 	// before), then the rest in order; a new failure holds again. A Do
-	// still returns when its ctx ends (ctx's error: its input, taken, is
-	// not retried; one still in the lane is dropped, matching ErrDropped);
-	// if no failed input has a caller left at Resume, none is called and
+	// still returns when its ctx ends, with ctx's error: its input, taken,
+	// is not retried; one still in the lane is dropped, matching ErrDropped.
+	// If no failed input has a caller left at Resume, none is called and
 	// the key simply resumes. A Submit's done runs once its input's call
 	// answers. Flush waits for held inputs as for any other: until Resume.
 	// Close, and Shutdown, answer a held key's inputs ErrClosed, the failed
@@ -126,18 +126,18 @@ type Config[K comparable, I any] struct {
 	HoldPaused bool
 
 	// WaitForRoom makes an admission that the room cannot hold now wait
-	// for room instead of failing with ErrRejected: Do, Submit and DoMany
+	// for room instead of failing with ErrRejected. Do, Submit and DoMany
 	// block until room frees or ctx ends (then ctx's error, matching
 	// ErrDropped too: nothing was admitted and nothing is held). They are
-	// let in in the order they began to wait, over every shard: within a
+	// let in in the order they began to wait, over every shard. Within a
 	// shard, while any waits, a new admission waits behind it even if it
-	// would fit, so a waiting DoMany is not starved by single inputs; the
+	// would fit, so a waiting DoMany is not starved by single inputs. The
 	// room freed goes to the shards' first waiting admissions in that order
 	// too. A DoMany over several shards waits in its first input's shard,
 	// its other inputs joining their lanes (in their shards' lines) once it
 	// has the room. An input no room could ever hold (heavier than
 	// MaxQueuedWeight, a DoMany of more inputs than MaxQueued) is still
-	// ErrRejected at once; Close and Shutdown answer waiting admissions with
+	// ErrRejected at once. Close and Shutdown answer waiting admissions with
 	// ErrClosed, on every shard, and the room they free lets none in. A
 	// waiting admission costs its caller's goroutine, parked, and nothing
 	// else. false: a full room is ErrRejected at once.
@@ -247,15 +247,18 @@ type Stats struct {
 	Weight int64 // their total weight
 	Busy   int   // calls in flight, batched and direct
 	Lanes  int   // keys with inputs waiting or a call in flight
-	// Since New: inputs that joined the waiting room, inputs rejected for
-	// room (ErrRejected), admitted inputs dropped because their caller gave
-	// up, batched calls started, keys claimed for a direct call, and Submits'
-	// done callbacks that panicked (the panic is recovered and dropped).
+	// Since New: Admitted, the inputs that joined the waiting room; Rejected,
+	// those rejected for room (ErrRejected); Dropped, admitted inputs dropped
+	// as their caller gave up. Batches, the batched calls started;
+	// DirectCalls, the keys claimed for a direct call; DonePanics, the
+	// Submits' done callbacks that panicked (recovered and dropped).
 	Admitted, Rejected, Dropped, Batches, DirectCalls, DonePanics uint64
-	// Since New: admitted inputs taken by batched calls; Rejected split by
-	// reason (they sum to it): the room held MaxQueued inputs, its weight
-	// would pass MaxQueuedWeight, or the inputs were heavier than the room
-	// can ever hold; and OnBatch calls that panicked (recovered and dropped).
+	// Since New: Taken, the admitted inputs taken by batched calls.
+	// RejectedFull, RejectedWeight and RejectedHeavy split Rejected by reason
+	// (they sum to it): the room held MaxQueued inputs, its weight would pass
+	// MaxQueuedWeight, or the inputs were heavier than the room can ever
+	// hold. OnBatchPanics, the OnBatch calls that panicked (recovered and
+	// dropped).
 	Taken, RejectedFull, RejectedWeight, RejectedHeavy, OnBatchPanics uint64
 	// Paused is the number of keys paused now (Config.PauseOnError), and
 	// PausedOut, since New, the admitted inputs answered ErrPaused because
@@ -267,10 +270,10 @@ type Stats struct {
 	// (recovered and dropped).
 	OnPausePanics uint64
 	// Parked is the number of keys whose failed batch waits out a backoff
-	// now (Config.Retry), or is held until Resume (Config.HoldPaused, a
-	// direct call's failure too, which holds the key's lane with no input),
-	// holding the key and no worker (or due, and not yet taken up again).
-	// Its inputs are in neither Queued nor Busy.
+	// now (Config.Retry), or is held until Resume (Config.HoldPaused). A
+	// direct call's failure counts too: it holds the key's lane with no
+	// input. Such a batch holds the key and no worker (or is due, and not
+	// yet taken up again). Its inputs are in neither Queued nor Busy.
 	Parked int
 	// WaitingForRoom is the number of inputs waiting for room now
 	// (Config.WaitForRoom): not admitted, and not in Queued.

@@ -3,10 +3,10 @@ package ferry
 import "context"
 
 // This file is the loop's side of direct calls and of the order of
-// completions: a claimed key's call in flight, its release and its OnBatch's
-// report, and the place each batch or direct call takes among its key's
-// completions (Submits' done, OnBatch, OnPause), so that they never overlap
-// and come in order. The caller's side is call.go's direct.
+// completions. A claimed key's call is in flight until its release and its
+// OnBatch's report. Each batch or direct call takes a place among its key's
+// completions (Submits' done, OnBatch, OnPause), which never overlap and
+// come in order. The caller's side is call.go's direct.
 
 // directs are a loop's direct calls: those in flight, by key; those
 // released whose OnBatch runs, by their fin; the count of claims; and the
@@ -88,19 +88,18 @@ func (d *directs[K]) cancels(buf []context.CancelCauseFunc) []context.CancelCaus
 	return buf
 }
 
-// completions are, for each key whose last batch (or direct call, or
-// paused key's notifier) has completions still to run, a channel closed
-// once they are over: the next completions of the key wait for it before
-// their own, so that they never overlap and come in order. loop: its
-// methods run on the shard's loop goroutine.
+// completions holds a channel for each key whose last batch (or direct
+// call, or paused key's notifier) has completions still to run, closed once
+// they are over. The key's next completions wait for it before their own.
+// loop: its methods run on the shard's loop goroutine.
 type completions[K comparable] struct {
 	last peakMap[K, chan struct{}]
 }
 
-// place gives key's next completions their place after its last: it
-// returns after, the channel closed once the key's last completions are
-// over (nil if none are to come), and fin, to close once these are over,
-// which the key's next completions wait for.
+// place gives key's next completions their place after its last. It returns
+// after, the channel closed once the key's last completions are over (nil if
+// none are to come), and fin, to close once these are over, which the key's
+// next completions wait for.
 func (c *completions[K]) place(key K) (after, fin chan struct{}) {
 	after, fin = c.last.get(key), make(chan struct{})
 	c.last.put(key, fin)
@@ -162,11 +161,10 @@ func (l *loop[K, I, O]) endDirect(m msg[K, I, O]) {
 }
 
 // endClaim gives back the place among key's completions that direct call d
-// took at its claim and will not use, as it ends with no OnBatch: the key's
-// next completions wait for its earlier ones, and d.fin, which close's
-// notifier may wait on already, is closed once those are over, now if there
-// are none, else on a goroutine of its own (chainFin), which the loop
-// waits for.
+// took at its claim and will not use, as it ends with no OnBatch. The key's
+// next completions wait for its earlier ones. Close's notifier may wait on
+// d.fin already: it is closed once those are over, now if there are none,
+// else on a goroutine of its own (chainFin), which the loop waits for.
 func (l *loop[K, I, O]) endClaim(key K, d directCall) {
 	l.order.unplace(key, d.after, d.fin)
 	if d.after == nil {

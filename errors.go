@@ -83,16 +83,18 @@ var (
 	ErrAbandoned = errors.New("ferry: every caller gave up")
 	// ErrDropped is matched, beside ctx's error, by the error of a Do whose
 	// ctx ended while its input waited, or before Do (likewise a DoMany's
-	// input, a Submit): the input was dropped before any call took it, and
+	// input, a Submit). The input was dropped before any call took it, and
 	// is safe to send again. A Do whose input a call had taken gets ctx's
 	// error alone, as the call may still succeed: ctx's error alone always
 	// means that.
 	ErrDropped = errors.New("ferry: dropped before its call")
 	// ErrPaused is matched, beside the failure that paused the key, by the
-	// error of every input of a key paused with Config.PauseOnError: those
-	// that waited in its lane when its call failed for good (a Do's or a
-	// DoMany's error, a Submit's done) and those given to Do, Submit or DoMany
-	// while it stays paused, at once (nothing is admitted), until Resume.
+	// error of every input of a key paused with Config.PauseOnError. Those
+	// that waited in its lane when its call failed for good get it (a Do's or
+	// a DoMany's error, a Submit's done). So do those given to Do, Submit or
+	// DoMany while it stays paused, at once (nothing is admitted), until
+	// Resume. With Config.HoldPaused only inputs past the held lane's share
+	// get it.
 	ErrPaused = errors.New("ferry: key paused")
 )
 

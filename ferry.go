@@ -2,8 +2,9 @@
 //
 // Many goroutines call [Ferry.Do] with one input each. Inputs wait in a lane
 // per key and go to the user's [Call] in batches bounded by count, weight and
-// a delay, with at most one call in flight per key, a fixed number of workers,
-// keys taking turns and a bounded waiting room that rejects at once when full.
+// a delay. At most one call per key is in flight, a fixed number of workers
+// make the calls, and keys take turns. The waiting room is bounded: when full
+// it rejects at once, or with [Config.WaitForRoom] makes callers wait.
 // One goroutine per shard owns the waiting room. docs/design.md lists the
 // files in the order an input passes through them, and the design.
 package ferry
@@ -125,13 +126,14 @@ const incSize = 1024
 // weight or a key unequal to itself is an error.
 //
 // When ctx ends first, Do returns once its shard's loop has said whether the
-// input still waited (one message there and back, not the call's end): if
-// it did, it is dropped and the error also matches ErrDropped (no call will
-// see it: safe to send again); if a call had taken it, the error is ctx's
-// alone, and the call may still succeed; if its answer had come meanwhile (a
-// refusal as its key paused or the ferry closed, or its call's answer), that
-// answer. So ctx's error alone always means that a call took the input. A
-// ctx that had ended before Do admits nothing: ctx's error and ErrDropped.
+// input still waited: one message there and back, not the call's end. If it
+// did, it is dropped and the error also matches ErrDropped (no call will see
+// it: safe to send again). If a call had taken it, the error is ctx's alone,
+// and the call may still succeed. If its answer had come meanwhile (a
+// refusal as its key paused or the ferry closed, or its call's answer), Do
+// returns that answer. So ctx's error alone always means that a call took
+// the input. A ctx that had ended before Do admits nothing: ctx's error and
+// ErrDropped.
 //
 // Close answers a waiting Do with ErrClosed, and one whose call is in flight
 // with the call's answer, which, if the call fails once close has ended its
@@ -171,22 +173,23 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 // else the error Do would give at admission (ErrRejected, ErrClosed, ErrPaused, a negative
 // weight, or ctx's error and ErrDropped if ctx had ended). With Config.WaitForRoom it blocks while the room is
 // full, until room frees or ctx ends (then ctx's error, matching ErrDropped: not admitted, and
-// done is never called). ctx bounds the admission alone: once Submit has returned nil
-// the input is the ferry's, whatever ctx does, and done (if not nil) is called exactly once,
-// never on the loop goroutine: with the output or error after the input's call returns, or
-// with ErrClosed if the ferry closes first. So ctx may be a request's context that ends as
-// soon as the request is answered (a 202).
+// done is never called). ctx bounds the admission alone: once Submit has returned nil the
+// input is the ferry's, whatever ctx does. Then done (if not nil) is called exactly once, never
+// on the loop goroutine. It gets the output or error after the input's call returns, ErrPaused
+// if its key pauses first (Config.PauseOnError without HoldPaused), or ErrClosed if the ferry
+// closes first. So ctx may be a request's context that ends as soon as the request is answered
+// (a 202).
 //
 // Submit never makes a direct call. done runs on the worker that ran the call, after the
 // batch's Do and DoMany callers are answered (its key is free by then). For one key the dones run
 // one at a time, in the order of their inputs, never overlapping a later batch's: a later batch's
 // call runs, and its Do callers are answered, but its dones (and OnBatch) wait. So a slow done
 // holds its worker, and with it one of the MaxInFlightBatches, and the key's later completions
-// (the worker of each later batch of the key with a done or OnBatch), not the key's calls;
-// at close, on a goroutine of the ferry that Close waits for. done may call Submit. A panic in
-// done is recovered and counted in Stats.DonePanics; done must not call runtime.Goexit. Close
-// from done starts the close and returns at once, as it cannot wait for done (see Close); Flush
-// and Shutdown from done return an error at once.
+// (the worker of each later batch of the key with a done or OnBatch), not the key's calls. At
+// close, or as its key pauses, done runs on a goroutine of the ferry, which Close waits for.
+// done may call Submit. A panic in done is recovered and counted in Stats.DonePanics; done must
+// not call runtime.Goexit. Close from done starts the close and returns at once, as it cannot
+// wait for done (see Close); Flush and Shutdown from done return an error at once.
 func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) error {
 	if ctx.Err() != nil {
 		return dropErr(ctx) // nothing admitted
@@ -243,16 +246,16 @@ func (f *Ferry[K, I, O]) Submit(ctx context.Context, in I, done func(O, error)) 
 }
 
 // DoMany submits ins in one admission and waits for all their outputs, in order. If the room
-// cannot hold them all, none is admitted and it returns ErrRejected (with Config.WaitForRoom it
-// waits until the room holds them all, and if ctx ends first, the error is an Errors whose every
-// entry matches ctx's error and ErrDropped: none was admitted; so too if ctx had ended before
-// DoMany). If ctx ends first it returns once its shards have said which inputs still waited (one
+// cannot hold them all, none is admitted and it returns ErrRejected. With Config.WaitForRoom it
+// waits until the room holds them all; if ctx ends first, the error is an Errors whose every
+// entry matches ctx's error and ErrDropped: none was admitted. So too if ctx had ended before
+// DoMany. If ctx ends first it returns once its shards have said which inputs still waited (one
 // message to each and back), and drops those. If every other input has been answered by then,
 // it returns as below, with ctx's error and ErrDropped for each input dropped. Else the error is
-// ctx's, or, if any input was dropped or answered without a call (ErrPaused, ErrClosed), an
-// Errors with one entry per input: ctx's error and ErrDropped for one dropped before any call
-// took it (safe to send again), the answer for one answered without a call, and ctx's error
-// alone for one a call took, which may yet succeed. Otherwise the error is nil when every
+// ctx's, or an Errors with one entry per input if any input was dropped or answered without a
+// call (ErrPaused, ErrClosed). The entry is ctx's error and ErrDropped for one dropped before
+// any call took it (safe to send again), the answer for one answered without a call, and ctx's
+// error alone for one a call took, which may yet succeed. Otherwise the error is nil when every
 // input succeeded, or an Errors with one entry per input when any failed.
 //
 // An empty ins gives (empty, nil) at once; more inputs than MaxQueued, or weights that sum past
@@ -323,8 +326,9 @@ func (f *Ferry[K, I, O]) DoMany(ctx context.Context, ins []I) ([]O, error) {
 // calls in flight when Flush is called are waited for too, with their OnBatch. Inputs admitted
 // after it keep their own deadlines. It returns ErrClosed on a closed ferry, or if the ferry
 // closes first. From inside a batched Call of f, a done, an OnBatch, an OnPause or a Retry it
-// would wait for itself: it returns an error at once (from a done, OnBatch, OnPause or Retry of
-// any ferry: it cannot tell them apart). From a direct call it would wait for itself too: it must not be called there.
+// would wait for itself, so it returns an error at once. It does so from a done, OnBatch,
+// OnPause or Retry of any ferry, as it cannot tell them apart. From a direct call it would wait
+// for itself too: it must not be called there.
 func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 	if v, _ := ctx.Value(callKey{}).(*Ferry[K, I, O]); v == f {
 		return errFlushInCall
@@ -355,15 +359,16 @@ func (f *Ferry[K, I, O]) Flush(ctx context.Context) error {
 }
 
 // Close answers every waiting caller with ErrClosed, cancels calls in flight
-// (cause ErrClosed) and blocks until they return, every done and OnBatch in
-// flight has returned and the ferry's goroutines have gone, so a Call that
-// ignores its context holds it up. It returns nil, and may be called more
-// than once and concurrently.
+// (cause ErrClosed) and blocks until they return, every done, OnBatch and
+// OnPause in flight has returned and the ferry's goroutines have gone. So a
+// Call that ignores its context holds it up. It returns nil, and may be
+// called more than once and concurrently.
 //
 // From inside user code that a ferry runs (a Call, batched or direct, a
-// done, an OnBatch, an OnPause or a Retry) Close cannot wait for that code: it starts the close and
-// returns nil at once, and the ferry finishes closing once that code has
-// returned; a Close from elsewhere, before or after, waits as usual. It tells
+// done, an OnBatch, an OnPause or a Retry) Close cannot wait for that code.
+// It starts the close and returns nil at once, and the ferry finishes
+// closing once that code has returned. A Close from elsewhere, before or
+// after, waits as usual. It tells
 // this by the ferry's functions on its goroutine's stack, so it does the same
 // inside the user code of another ferry.
 func (f *Ferry[K, I, O]) Close() error {
@@ -416,12 +421,12 @@ func (f *Ferry[K, I, O]) Shutdown(ctx context.Context) error {
 }
 
 // Stats returns a snapshot of the ferry, taken by its loops. With several
-// shards it sums their snapshots, each taken in its turn, not at one instant:
-// so in the sum Busy, Queued and Weight can briefly exceed their bounds
-// (MaxInFlightBatches batched calls, MaxQueued, MaxQueuedWeight), as a slot or
-// room that one shard counted when its turn came moves to another before the
-// other's, though the ferry never exceeds them in fact. After Close it returns
-// the final snapshot. It blocks only for the loops' turns.
+// shards it sums their snapshots, each taken in its turn, not at one
+// instant. So in the sum Busy, Queued and Weight can briefly exceed their
+// bounds (MaxInFlightBatches batched calls, MaxQueued, MaxQueuedWeight). The
+// ferry never exceeds them in fact: a slot or room that one shard counted in
+// its turn may move to another before the other's turn. After
+// Close it returns the final snapshot. It blocks only for the loops' turns.
 func (f *Ferry[K, I, O]) Stats() Stats {
 	var st Stats
 	for _, s := range f.shards {
@@ -438,8 +443,8 @@ func (f *Ferry[K, I, O]) Stats() Stats {
 // (Config.HoldPaused), before the inputs held behind it. A direct call's
 // backoff runs on its caller and Resume does not end it. It is a no-op if key
 // is neither paused nor parked, or the ferry closed. It blocks only to hand
-// the word to the key's shard (never for a call or any user code, so it may
-// be called holding a lock of yours), and may be called from user code (a
+// the word to the key's shard, never for a call or any user code, so it may
+// be called holding a lock of yours. It may be called from user code (a
 // Call, a done, an OnBatch, an OnPause, a Retry).
 func (f *Ferry[K, I, O]) Resume(key K) {
 	f.shardOf(key).send(msg[K, I, O]{op: opResume, key: key})

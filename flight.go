@@ -5,16 +5,16 @@ import (
 	"time"
 )
 
-// flight is a batch from its take to its last answer: its inputs, its
-// calls' context, its attempts so far, and what the loop owes for it. It is
-// one record from worker to park to worker, handed on by pointer and never
-// copied, as raft's Progress is: a worker's handle holds the flight it runs,
-// and a parked lane's batch is its loop's (see parked). The loop writes its
-// fields before it sends it in a job, and the loop's part (its place among
-// the key's completions, its Flush debt, CancelAbandoned's count) while it
-// runs; the worker that runs it writes its attempts, in the methods below,
-// until it parks it (opPark) or answers it (opIdle). worker: its methods run
-// on the worker goroutine that runs it.
+// flight is a batch from its take to its last answer: its inputs, its calls'
+// context, its attempts so far, and what the loop owes for it. It is one
+// record from worker to park to worker, handed on by pointer, never copied: a
+// worker's handle holds the flight it runs, and a parked lane's batch is its
+// loop's (see parked). The loop writes its fields before it sends it in a
+// job. While it runs, the loop writes its own part (its place among the key's
+// completions, its Flush debt, CancelAbandoned's count), and the worker
+// writes its attempts, in the methods below, until it parks it (opPark) or
+// answers it (opIdle). worker: its methods run on the worker goroutine that
+// runs it.
 type flight[K comparable, I, O any] struct {
 	key   K
 	batch []*waiter[K, I, O]
@@ -53,10 +53,10 @@ func (fl *flight[K, I, O]) first(f *Ferry[K, I, O], outs []O, errs Errors, all e
 }
 
 // again makes fl's next attempt, a parked flight's, on its inputs still to
-// call, unless its context ended (Close, or every caller gave up with
-// CancelAbandoned: their errors then match the cause), Shutdown ended its
-// hold, or no caller of them is left (the loop left those out as it took
-// fl). ins and ctxs are the worker's buffers, returned as it used them;
+// call. It makes none if its context ended: Close, or every caller gave up
+// with CancelAbandoned (their errors then match the cause). Nor does it if
+// Shutdown ended its hold, or if no caller of them is left (the loop left
+// those out as it took fl). ins and ctxs are the worker's buffers, returned as it used them;
 // running is set while the call runs, as work's is. It reports whether to
 // park fl again: see settle.
 func (fl *flight[K, I, O]) again(f *Ferry[K, I, O], ins []I, ctxs []context.Context, running *bool) (_ []I, _ []context.Context, retry bool) {
@@ -95,8 +95,8 @@ func (fl *flight[K, I, O]) again(f *Ferry[K, I, O], ins []I, ctxs []context.Cont
 	return ins, ctxs, fl.settle(f, outs, errs, all, b)
 }
 
-// settle records the verdict of the attempt that ended (outs, errs and all
-// for the inputs idx; b its report, with OnBatch), and reports whether to
+// settle records the verdict of the attempt that ended: outs, errs and all
+// for the inputs idx, and b its report, with OnBatch. It reports whether to
 // call again after fl.backoff: some input still failed, fl's context holds,
 // and Retry says so.
 func (fl *flight[K, I, O]) settle(f *Ferry[K, I, O], outs []O, errs Errors, all error, b Batch[K]) bool {
@@ -135,12 +135,12 @@ func (fl *flight[K, I, O]) holds(f *Ferry[K, I, O]) bool {
 	return f.hold && fl.stop == nil && len(fl.idx) > 0 && fl.ctx.Err() == nil
 }
 
-// split splits fl, which failed for good with HoldPaused, into a new
-// flight, its inputs still failing, to hold until Resume, and the others,
-// which succeeded: they stay in fl, moved to the front of fl.batch, with
-// their answers in fl.outs and fl.errs, for the worker to give at once. The
-// held flight's next attempt is numbered on from fl's; the reports of fl's
-// attempts are told with fl's answers.
+// split splits fl, which failed for good with HoldPaused, in two. A new
+// flight, to hold until Resume, takes its inputs still failing. The others,
+// which succeeded or whose callers gave up, stay in fl, moved to the front
+// of fl.batch, with their answers in fl.outs and fl.errs, for the worker to
+// give at once. The held flight's next attempt is numbered on from fl's; the
+// reports of fl's attempts are told with fl's answers.
 func (fl *flight[K, I, O]) split() *flight[K, I, O] {
 	n := len(fl.idx)
 	h := &flight[K, I, O]{key: fl.key, batch: make([]*waiter[K, I, O], n), ctx: fl.ctx, outs: make([]O, n),

@@ -88,15 +88,12 @@ func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own in
 
 // run is the loop: it sleeps until a message arrives or the alarm fires, then
 // handles every message already queued, starts what batches it can and sets
-// the alarm to the next deadline. Time is read once per wake-up. The timer's
-// channel is in the select only while the alarm is set: a timer channel makes
-// every select on it take the timer's lock and read the clock. With several
-// shards the select also waits, while the shard is starved, for a slot or a
-// poke that one was given back (see slots.waitOn), and, while it reserves
-// room, for its room's poke (WaitForRoom). The loop blocks nowhere else but
-// in one place: a shard short of room while another keeps some waits for it
-// back within its wake-up (see share.borrowRoom), which no shard does in
-// turn while it waits, so no two wait for each other.
+// the alarm to the next deadline. Time is read once per wake-up. It selects
+// on the timer only while the alarm is set. With several shards it also
+// waits, while starved, for a slot or a poke that one was given back (see
+// slots.waitOn), and, while it reserves room, for its room's poke. It blocks
+// nowhere else but in one place: a shard short of room, while another keeps
+// some, waits within its wake-up for that room back (see share.borrowRoom).
 func (l *loop[K, I, O]) run() {
 	inc := l.s.inc
 	for !l.end() {
@@ -248,9 +245,9 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	}
 }
 
-// admit admits a Do's or a Submit's input, or claims its key for a direct
-// call, or refuses it, and gives its caller the word; with WaitForRoom, it
-// waits for room behind those already waiting, or if the room lacks it.
+// admit admits a Do's or a Submit's input, claims its key for a direct call,
+// or refuses it, and gives its caller the word. With WaitForRoom the input
+// waits for room if others wait already or the room lacks it.
 func (l *loop[K, I, O]) admit(w *waiter[K, I, O], now time.Duration) {
 	if l.f.waitForRoom && l.waits.line.len() > 0 && l.admits() && !l.refusesAtOnce(w) {
 		l.wait(w)
@@ -328,9 +325,9 @@ func (l *loop[K, I, O]) stamp(w *waiter[K, I, O]) {
 	w.at = l.stamps.at
 }
 
-// reject is the error for n inputs weighing total, the heaviest heaviest, that the room
-// did not admit with outcome o, and counts all of them as rejected, for the
-// same reason: all the inputs of a DoMany over several shards, if not n.
+// reject is the error for n inputs weighing total, the heaviest heaviest,
+// that the room did not admit with outcome o. It counts all inputs as
+// rejected, for that reason: a DoMany's over several shards, if not n.
 func (l *loop[K, I, O]) reject(o outcome, n int, heaviest, total int64, all int) error {
 	if o == refused {
 		return ErrClosed
@@ -368,9 +365,9 @@ func (l *loop[K, I, O]) reject(o outcome, n int, heaviest, total int64, all int)
 }
 
 // release frees m.key, whose call is over: a worker's (its context is freed)
-// or a direct call's (see endDirect); then pauses the key if the call failed
-// for good, with PauseOnError (with HoldPaused, a direct call's failure
-// holds its lane: see holdDirect).
+// or a direct call's (see endDirect). If the call failed for good, with
+// PauseOnError, it then pauses the key; with HoldPaused a direct call's
+// failure holds its lane instead (see holdDirect).
 func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	holds := m.fail != nil && l.f.hold && l.admits() // a worker's batch with inputs to hold holds with opPark
 	if !holds {
@@ -422,10 +419,9 @@ func (l *loop[K, I, O]) idleWorker(id int) {
 
 // dispatch lets in the admissions waiting for room that the room holds, and
 // starts a batch on every idle worker while a lane is ready, again while the
-// batches taken free room for those waiting; then it gives back what room
-// the shard keeps unused, sends what the wake-up's handlers put in the
-// outbox, and sets the alarm to the earliest deadline left, which is in the
-// future if a worker is idle.
+// batches taken free room for those waiting. Then it gives back the room the
+// shard keeps unused, sends the outbox, and sets the alarm to the earliest
+// deadline left, which is in the future if a worker is idle.
 func (l *loop[K, I, O]) dispatch(now time.Duration) {
 	if l.slots.starved || l.slots.waiting { // only a shard of several starves
 		l.slots.dispatching()
@@ -542,10 +538,11 @@ func (l *loop[K, I, O]) close() {
 	}
 }
 
-// end moves the close along and reports whether the loop is over: a room
-// shutting down that has emptied closes; a closing ferry with no call in
-// flight, every worker idle and every direct call's OnBatch reported stops
-// its workers; once they have gone, done is closed.
+// end moves the close along and reports whether the loop is over. A room
+// shutting down that has emptied closes. A closing loop stops its workers
+// once nothing is in flight: no call, no busy worker, no direct call's
+// OnBatch unreported, no goroutine calling dones. Once its workers have
+// gone, it closes done.
 func (l *loop[K, I, O]) end() bool {
 	st := l.st
 	if st.shuttingDown && st.idle() {

@@ -645,7 +645,7 @@ func TestLoopParkFlushAndClose(t *testing.T) {
 func TestLoopOnPauseAfterTheCloseDrained(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		t.Run(map[bool]string{false: "release", true: "hold"}[hold], func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
 				ev := newEvents()
 				l := testLoop(t, limits{batchSize: 1, queued: 4}, func(f *Ferry[string, in, int]) {
 					f.pauseOnError, f.hold = true, hold
@@ -681,4 +681,78 @@ func TestLoopOnPauseAfterTheCloseDrained(t *testing.T) {
 			})
 		})
 	}
+}
+
+// HoldPaused's handlers, stepped: a direct call's failure holds its key's
+// lane with no input (holdDirect), a later Do waits in it, Resume hands the
+// empty held batch out first; a batch's held inputs (opPark with its
+// failure) hold the lane while its worker answers the rest; Shutdown ends
+// the holds (stopHolds), answering the lane's inputs ErrClosed and handing
+// the held batch out with stop set. Mutations: release not holding a
+// direct call's failure (the Do answered ErrPaused); hold freeing the
+// worker (busy 0); stopHeld not setting stop.
+func TestLoopHold(t *testing.T) {
+	l := testLoop(t, limits{batchSize: 4, queued: 8, direct: true}, func(f *Ferry[string, in, int]) {
+		f.pauseOnError, f.hold = true, true
+	})
+	a := ltDo("a")
+	l.receive(tm{op: opAdmit, w: a})
+	require.Equal(t, errClaimed, word(t, a.c))
+	l.receive(tm{op: opRelease, key: "a", worker: byCaller, fail: errBoom, order: 1})
+	assert.Equal(t, 1, l.stats().Paused)
+	assert.Equal(t, 1, l.stats().Parked)
+	a2 := ltDo("a")
+	l.receive(tm{op: opAdmit, w: a2})
+	noWord(t, a2.c, "held, not refused")
+	l.receive(tm{op: opResume, key: "a"})
+	j, id := nextJob(t, l)
+	require.True(t, j.fl.held, "the held batch first")
+	assert.Empty(t, j.fl.batch)
+	assert.Zero(t, l.stats().Paused)
+	l.receive(tm{op: opRelease, key: "a", worker: int32(id)})
+	l.receive(tm{op: opIdle, worker: int32(id)})
+	j, id = nextJob(t, l)
+	assert.Equal(t, []*tw{a2}, j.fl.batch, "then the lane")
+	l.receive(tm{op: opRelease, key: "a", worker: int32(id)})
+	l.receive(tm{op: opIdle, worker: int32(id)})
+
+	// A batch's held inputs: its worker stays busy while it answers the rest.
+	b, b2 := ltDo("b"), ltDo("b")
+	l.receive(tm{op: opAdmit, w: b}) // claims b
+	require.Equal(t, errClaimed, word(t, b.c))
+	l.receive(tm{op: opAdmit, w: b2})
+	l.receive(tm{op: opRelease, key: "b", worker: byCaller})
+	jb, id := nextJob(t, l)
+	require.Equal(t, []*tw{b2}, jb.fl.batch)
+	h := &flight[string, in, int]{key: "b", batch: []*tw{b2}, ctx: jb.fl.ctx, outs: make([]int, 1),
+		errs: Errors{errBoom}, idx: []int{0}, attempt: 1, last: errBoom, held: true}
+	l.receive(tm{op: opPark, key: "b", worker: int32(id), fl: h, fail: errBoom, order: 2})
+	assert.Equal(t, 1, l.slots.busy(), "its worker answers the rest first")
+	b3 := ltSub("b")
+	l.receive(tm{op: opAdmit, w: b3})
+	require.Equal(t, errAdmitted, word(t, b3.c))
+
+	l.receive(tm{op: opShutdown})
+	assert.True(t, h.stop != nil, "the hold ended by Shutdown")
+	assert.Equal(t, 1, l.pauses.notes.len(), "b3's done, refused ErrClosed, on a notifier")
+	l.receive(tm{op: opIdle, worker: int32(id)})
+	jh, _ := nextJob(t, l)
+	assert.Same(t, h, jh.fl, "the held batch, to be answered uncalled")
+}
+
+// nextJob is the job some worker of l was sent, and that worker's id.
+func nextJob(t *testing.T, l *tl) (job[string, in, int], int) {
+	t.Helper()
+	for id, wk := range l.slots.workers {
+		if wk == nil {
+			continue
+		}
+		select {
+		case j := <-wk.jobs:
+			return j, id
+		default:
+		}
+	}
+	t.Fatal("no job sent")
+	return job[string, in, int]{}, 0
 }

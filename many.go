@@ -43,10 +43,9 @@ type part[K comparable, I, O any] struct {
 }
 
 // neverFits reports whether no room within lim could ever hold p, all its
-// inputs, a paused key's too, as the DoMany's caller judges it before it
-// splits the inputs by shard (see group.neverFits): more inputs than
-// MaxQueued, or heavier than the room (its heaviest is within its total).
-// Such a part is refused whole, though the inputs of paused keys would not
+// inputs, a paused key's too: more inputs than MaxQueued, or heavier than
+// the room (its heaviest is within its total). The DoMany's caller judges it
+// so before it splits the inputs by shard (see group.neverFits). Such a part is refused whole, though the inputs of paused keys would not
 // take room: a part merged from several shards' holds inputs of keys that
 // are not its shard's.
 func (p *part[K, I, O]) neverFits(lim limits) bool {
@@ -102,10 +101,10 @@ func (g *group[K, I, O]) join(w *waiter[K, I, O], s *shard[K, I, O]) {
 
 // admit admits all of g's inputs, weighing total, or none. With one part it
 // is one message. With several, their room is taken from the shards' shared
-// budget in one step (borrow), or, if that lacks it, each shard first earmarks
-// room for its part (with WaitForRoom, part 0's shard waits for the room of
-// all of them, grants it and lets part 0 in); then each shard lets its part
-// in (with WaitForRoom, in its turn in that shard's line). The inputs
+// budget in one step (borrow). If that lacks it, each shard first earmarks
+// room for its part; with WaitForRoom, part 0's shard instead waits for the
+// room of all of them, grants it and lets part 0 in. Then each shard lets its
+// part in (with WaitForRoom, in its turn in that shard's line). The inputs
 // of a part whose shard closed in between are answered ErrClosed here, and
 // admit returns how many, for g.count.done. With WaitForRoom, a ctx that
 // ends while g waits for room is errDropped: nothing admitted, nothing kept.
@@ -179,10 +178,10 @@ func (g *group[K, I, O]) admit(ctx context.Context, f *Ferry[K, I, O], total int
 }
 
 // sendParts sends opAdmitMany for each of g's parts from first on, with
-// WaitForRoom, before any is waited for (see awaitPart): a granted part that
+// WaitForRoom, before any is waited for (see awaitPart). A granted part that
 // waits its turn in its shard's line lends its room there, so the caller
 // holds no part's room while another part waits. A part whose shard has
-// ended is marked lost, and awaitPart answers ErrClosed for it.
+// ended is marked unsent, and awaitPart answers ErrClosed for it.
 func (g *group[K, I, O]) sendParts(first int) {
 	for i := first; i < len(g.parts); i++ {
 		p := &g.parts[i]
@@ -232,7 +231,7 @@ func (g *group[K, I, O]) request(i int, o op) error {
 }
 
 // requestWaiting is request for a message that may wait for room
-// (WaitForRoom): if ctx ends first, it asks the loop to take the part out of
+// (WaitForRoom). If ctx ends first, it asks the loop to take the part out of
 // the line (opLeave) and returns errDropped if it did; else the part's word
 // came first, and it is its answer.
 func (g *group[K, I, O]) requestWaiting(ctx context.Context, i int, o op) error {
@@ -259,12 +258,12 @@ func dropErrs(ctx context.Context, n int) error {
 // abandon drops the inputs of g that still wait, for a DoMany whose ctx
 // ended, and returns its answer. If every input not dropped has been
 // answered by then, those answers stand, as at the DoMany's end (see
-// answers). Else, with answers still to come, each input's error is ctx's
-// alone (a call took it and may yet succeed), or for one the loop answered
-// before any call did (refused: its key paused, the ferry closed, or its
-// part never let in) that answer, or for one dropped ctx's error and
-// ErrDropped: an Errors, unless every input's is ctx's alone; and g is never
-// pooled. So ctx's error alone always means that a call took the input.
+// answers). Else, with answers still to come, g is never pooled, and the
+// answer is an Errors, unless every input's error is ctx's alone. An input a
+// call took gets ctx's error alone, as the call may yet succeed. One the loop
+// answered before any call did (refused: its key paused, the ferry closed, or
+// its part never let in) gets that answer; one dropped gets ctx's error and
+// ErrDropped. So ctx's error alone always means that a call took the input.
 func (g *group[K, I, O]) abandon(ctx context.Context, f *Ferry[K, I, O]) ([]O, error) {
 	dropped := 0
 	for i := range g.parts {

@@ -69,7 +69,7 @@ type msg[K comparable, I, O any] struct {
 // result is an answer to a waiter, sent on its channel, which is buffered 1.
 // A waiter gets one answer, and its caller reads one. If the caller gave up
 // and asked for a drop, the loop's word on it (errDropped or errKept) is
-// sent only into an empty channel; a call's answer may follow an errKept,
+// sent only into an empty channel. A call's answer may follow an errKept,
 // into the channel the caller has emptied, so no send blocks.
 type result[O any] struct {
 	out O
@@ -101,10 +101,10 @@ type job[K comparable, I, O any] struct {
 // a channel of one (left), and fin, sent once by whoever answers the last.
 // The count is taken and put back at once, never held across a block, so
 // answers from several workers (and the loop, at close) wake the caller only
-// once. Whoever takes it puts it back, but for the DoMany's caller, which
-// takes it back after fin (waiting for the last answerer's put) or once it
-// knows nothing can answer any more; so the channel is empty again when the
-// group is pooled. Its methods run on the DoMany's caller, and done on
+// once. Whoever takes it puts it back, but for the DoMany's caller. The
+// caller takes it back after fin (waiting for the last answerer's put), or
+// once it knows nothing can answer any more, so the channel is empty again
+// when the group is pooled. Its methods run on the DoMany's caller, and done on
 // whatever answers its inputs: workers, and the loop at close.
 type countdown struct {
 	left chan int      // the count, or empty while someone holds it
@@ -136,9 +136,9 @@ func (c countdown) take() int { return <-c.left }
 func (c countdown) put(n int) { c.left <- n }
 
 // counter is a count in a channel of one, taken and put back at once, never
-// held across a block: with PauseOnError, the ferry's failures that pause a
-// key, stamped where the failure is decided, before its callers hear of it,
-// so that Paused lists keys in the order their callers saw them fail, over
+// held across a block. With PauseOnError it counts the ferry's failures that
+// pause a key, stamped where the failure is decided, before its callers hear
+// of it. So Paused lists keys in the order their callers saw them fail, over
 // every shard. Its one method runs on workers and direct calls' callers.
 type counter chan uint64
 

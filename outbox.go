@@ -43,11 +43,11 @@ func (x later[K, I, O]) send() {
 	}
 }
 
-// replyAfterLend sends x, a word on room that may have been freed, at once
-// with one shard; with several, once the wake-up has handled its messages
-// and lent what they freed (see giveBackRoom), so that the caller, who may
-// ask another shard for room as soon as it has the word, finds it there, as
-// it would in one loop. Until then the room stays with this shard, for the
+// replyAfterLend sends x, a word on room that may have been freed: at once
+// with one shard. With several, it waits until the wake-up has handled its
+// messages and lent what they freed (see giveBackRoom). A caller may ask
+// another shard for room as soon as it has the word, and finds it there, as
+// in one loop. Until then the room stays with this shard, for the
 // admissions among the wake-up's messages.
 func (l *loop[K, I, O]) replyAfterLend(x later[K, I, O]) {
 	if !l.shared {

@@ -3,14 +3,11 @@ package ferry
 import "time"
 
 // This file is the batches parked in their lanes (Config.Retry,
-// Config.HoldPaused): a batch whose call failed and is to be called again
-// after a backoff goes back from its worker to its loop (opPark), which parks
-// its key's lane in the core until the backoff is over (see state.park), and
-// frees the worker at once. While it is parked no other call of the key
-// runs, and the key's later inputs wait behind it in its lane. Once due, at
-// Resume, or at close, the loop hands it to a worker as the key's next call
-// (takeParked), which calls its failed inputs again (see flight.again). The
-// answers are given once, at the end, as before. A batch held until Resume
+// Config.HoldPaused) and the loop's handlers for them. A batch whose call
+// failed, to be called again after a backoff, goes back from its worker to
+// its loop (opPark), which parks its key's lane in the core (see state.park)
+// and frees the worker. Once due, at Resume, or at close, the loop hands it
+// to a worker as the key's next call (takeParked). A batch held until Resume
 // (HoldPaused) is parked the same way, with no deadline: see pause.go.
 
 // parked is a loop's parked batches, by key: each a flight, which the
@@ -31,10 +28,10 @@ func (p *parked[K, I, O]) owe(rs *rounds) int {
 }
 
 // park parks m.key's lane with m.fl, the batch that worker m.worker ran,
-// until its backoff is over (at once if its context ended: Close, or every
-// caller gave up), and frees the worker, which takes a new flight record
-// for its next batch. The key's completions stay where they were: the
-// batch's are still to come. A batch that failed for good with HoldPaused
+// until its backoff is over: at once if its context ended (Close, or every
+// caller gave up). It frees the worker, which takes a new flight record for
+// its next batch. The key's completions stay where they were: the batch's
+// are still to come. A batch that failed for good with HoldPaused
 // (m.fail) is held instead (see hold), and its worker stays busy until it
 // has answered the batch's other inputs.
 func (l *loop[K, I, O]) park(m msg[K, I, O]) {
@@ -77,10 +74,10 @@ func (l *loop[K, I, O]) takeParked(id int, wk *worker[K, I, O], key K) {
 }
 
 // abandonParked counts out of key's parked batch an input of the batch
-// tagged tag whose caller gave up, with CancelAbandoned: once none is left
+// tagged tag whose caller gave up, with CancelAbandoned. Once none is left,
 // its context is cancelled and it is due at once, to be answered as a
-// backoff ended by its context was. It reports whether key's parked batch is
-// that batch.
+// backoff ended by its context was; a held batch stays held until Resume.
+// It reports whether key's parked batch is that batch.
 func (l *loop[K, I, O]) abandonParked(key K, tag uint64, now time.Duration) bool {
 	fl := l.parks.flights.get(key)
 	if fl == nil || fl.tag != tag {

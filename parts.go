@@ -8,13 +8,11 @@ import "time"
 
 // admitPart handles part i of a DoMany: admits all its inputs, in order, or
 // none; or, over several shards, earmarks room for them first, or lets it
-// go. The room earmarked is let go before the part is admitted or refused. With
-// WaitForRoom a part waits for room, as a Do's input does, behind those
-// waiting, or if the room cannot hold it now (and could). One whose room
-// came with it (granted) waits its turn too, and for its room in its turn:
-// the room it came with goes into the shard's, lent as the wake-up ends,
-// as holding it aside would deadlock (an admission before it in the line
-// may need that very room; found by model/wait.pml).
+// go. The room earmarked is let go before the part is admitted or refused.
+// With WaitForRoom a part waits for room, as a Do's input does, if others
+// wait already or the room cannot hold it now (and could). One whose room
+// came with it (granted) waits its turn too: its room goes into the shard's,
+// lent as the wake-up ends, and it waits for room in its turn.
 func (l *loop[K, I, O]) admitPart(g *group[K, I, O], i int32, o op, now time.Duration) {
 	if o == opAdmitMany && l.f.waitForRoom && l.waits.line.len() > 0 && l.admits() && !g.parts[i].neverFits(l.lim) {
 		l.takeRoomOf(&g.parts[i]) // lent as the wake-up ends: see admitPart's doc
@@ -91,10 +89,10 @@ func (l *loop[K, I, O]) takeRoomOf(p *part[K, I, O]) {
 	}
 }
 
-// partNeed returns the count, the total weight and the heaviest of the
-// inputs of part i of g that the room is to hold, and how many are paused,
-// whose inputs are answered at once: all of them, unless some keys are
-// paused. A total past MaxInt64 for the whole group stands (see Ferry.DoMany).
+// partNeed returns the count, the total weight and the heaviest of the inputs
+// of part i of g that the room is to hold, and how many are paused, answered
+// at once. The room holds them all unless some keys are paused. A total past
+// MaxInt64 for the whole group stands (see Ferry.DoMany).
 func (l *loop[K, I, O]) partNeed(g *group[K, I, O], i int32) (n int, total, heaviest int64, paused int) {
 	p := &g.parts[i]
 	if l.pauses.keys.count() == 0 || !l.admits() {

@@ -8,17 +8,15 @@ import (
 	"time"
 )
 
-// This file is the paused keys (Config.PauseOnError): a key whose call failed
-// for good is paused by the loop as it handles the call's release, which a
-// worker (or a direct call's caller) sends before it answers its callers, so
-// that their next input of the key finds it paused. The key's waiting inputs
-// are answered then, and every later one at its admission, with the error
-// pauses keeps for the key, until Resume. A paused key holds no lane: what
-// it costs is one entry here. With HoldPaused a pause refuses nothing but
-// past a held lane's share: the failed batch, parked with no deadline, holds
-// the key's lane and its inputs until Resume (hold). The loop's handlers
-// (pause, hold, resume, notified, ...) follow pausing; the notifier of a
-// paused key's Submits and OnPause is worker.go's.
+// This file is the paused keys (Config.PauseOnError) and the loop's handlers
+// for them (pause, hold, resume, notified, ...), which follow pausing. The
+// loop pauses a key whose call failed for good as it handles the call's
+// release. The key's waiting inputs are answered then, and every later one at
+// its admission, with the error pauses keeps for the key, until Resume. A
+// paused key holds no lane, only an entry here. With HoldPaused the failed
+// batch, parked with no deadline, holds the key's lane and its inputs until
+// Resume (see hold); only inputs past the lane's share are refused. The
+// notifier of a paused key's Submits and OnPause is worker.go's.
 
 // pausing is a loop's paused keys, and the notifiers of paused keys in
 // flight, by the fin each closes, with what each owes the Flush round in
@@ -47,9 +45,9 @@ func (p *pausing[K, I, O]) owe(rs *rounds) int {
 	return p.notes.len()
 }
 
-// pauses is a loop's paused keys, each with the error it answers its
-// inputs with, which matches ErrPaused and the failure that paused the key,
-// and its place among the ferry's pauses, as its failure was stamped (see
+// pauses is a loop's paused keys, each with the error it answers its inputs
+// with, which matches ErrPaused and the failure that paused the key. Each has
+// its place among the ferry's pauses, as its failure was stamped (see
 // counter), by which Ferry.Paused merges the shards' lists. It is pure
 // bookkeeping: no channels, no clock, no user code. loop: its methods run on
 // the shard's loop goroutine.
@@ -134,11 +132,12 @@ func (l *loop[K, I, O]) pause(key K, failure error, order uint64) {
 }
 
 // refuseLane answers the inputs waiting in key's lane with err, and returns
-// how many: a Do's and a DoMany's here; the Submits' done, and OnPause with
-// told if not nil, from a goroutine of their own (notifyPaused), after the
-// key's completions so far and before its next, which the loop waits for
-// as for a worker. What the inputs owed the Flush round in progress is
-// counted as they are answered: at once, or at the notifier's opNotified.
+// how many. A Do's and a DoMany's are answered here. The Submits' done, and
+// OnPause with told if not nil, run on a goroutine of their own
+// (notifyPaused), after the key's completions so far and before its next;
+// the loop waits for it as for a worker. What the inputs owed the Flush round
+// in progress is counted as they are answered: at once, or at the notifier's
+// opNotified.
 func (l *loop[K, I, O]) refuseLane(key K, err, told error) int {
 	p := &l.pauses
 	p.cleared = l.st.clearLane(key, p.cleared[:0])
@@ -191,13 +190,12 @@ func (l *loop[K, I, O]) notified(fin chan struct{}) {
 	l.order.done(pn.key, fin)
 }
 
-// hold holds key's lane with h, the inputs of its batch that failed for
-// good with failure, stamped order (HoldPaused): parked in the core with no
-// deadline, until Resume, while the lane's inputs and those that join
-// later wait in order behind h; the key is paused, held. The batch's other
-// inputs are answered by its worker meanwhile (fl, the worker's flight: nil
-// for a direct call's failure, see holdDirect), with the reports of its
-// attempts so far. Then come OnPause, if the key was not paused already, and
+// hold holds key's lane with h, the inputs of its batch that failed for good
+// with failure, stamped order (HoldPaused). The lane is parked in the core
+// with no deadline until Resume, its inputs and later ones waiting in order
+// behind h; the key is paused, held. Meanwhile the batch's worker answers its
+// other inputs (fl, the worker's flight: nil for a direct call's failure, see
+// holdDirect), with the reports of its attempts so far. Then come OnPause, if the key was not paused already, and
 // h's own completions once it is answered, each in its place after the
 // key's last. What fl owed the Flush round, and CancelAbandoned's count of
 // callers under a tag of its own, go with h. Once the room stops admitting
@@ -243,10 +241,10 @@ func (l *loop[K, I, O]) holdDirect(key K, failure error, order uint64) {
 	l.hold(key, h, nil, failure, order)
 }
 
-// stopHolds ends the holds as the ferry shuts down: the inputs of each held
-// lane are answered ErrClosed (the Submits' done after the key's
-// completions so far), and its batch is due at once, to be answered by a
-// worker with ErrClosed and its failure, uncalled.
+// stopHolds ends the holds as the ferry shuts down. The inputs of each held
+// lane are answered ErrClosed (the Submits' done after the key's completions
+// so far). Its batch is due at once, for a worker to answer with ErrClosed
+// and its failure, uncalled.
 func (l *loop[K, I, O]) stopHolds() {
 	for key, fl := range l.parks.flights.all() {
 		if fl.held && fl.stop == nil {

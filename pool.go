@@ -5,10 +5,10 @@ import (
 	"slices"
 )
 
-// This file is the room no shard of a ferry holds, which they all share:
-// the room channel, the ledger it passes, the reservations of those that
-// wait for room (Config.WaitForRoom), and the wake-ups of those that wait
-// for something given back, room or a slot (wakeups). Each shard's side of
+// This file is the room no shard of a ferry holds, which they all share: the
+// room channel, the ledger it passes, and the reservations of those that wait
+// for room (Config.WaitForRoom). It also holds wakeups, the pokes of those
+// that wait for something given back, room or a slot. Each shard's side of
 // the room, what it borrows, keeps and gives back, is share.go's.
 
 // room is the room that no shard of a ferry holds: a channel of one ledger.
@@ -29,9 +29,9 @@ func newRoom(b budget) room {
 func (r room) take() *ledger { return <-r }
 
 // end marks the room as ending, as Close (o opClose) or Shutdown (o
-// opShutdown) begins, before either tells any shard: a shard that takes
-// the ledger after this hears of it (see share.heard) and starts that end
-// itself, so that no room freed by a shard that ends first lets another's
+// opShutdown) begins, before either tells any shard. A shard that takes the
+// ledger after this hears of it (see share.heard) and starts that end
+// itself. So no room freed by a shard that ends first lets another's
 // waiting admission in, nor a new one. A close outranks a shutdown.
 func (r room) end(o op) {
 	p := r.take()
@@ -78,12 +78,12 @@ func (w wakeups) poke() {
 }
 
 // ledger is what a room holds: the room free, and, with WaitForRoom, the
-// reservations of the shards whose first waiting admission lacks room, in
-// the order those admissions began to wait, by their wait numbers (next is
-// the last number given, to any shard: see share.number). Room given back
-// fills them in that order before any of it is free (see fill), so that the
-// admissions waiting over all the shards are let in first come, first in,
-// and a shard is woken only once its reservation holds all it needs: no
+// reservations of the shards whose first waiting admission lacks room. They
+// are in the order those admissions began to wait, by their wait numbers
+// (next is the last number given, to any shard: see share.number). Room
+// given back fills them in that order before any of it is free (see fill).
+// So the admissions waiting over all the shards are let in first come, first
+// in, and a shard is woken only once its reservation holds all it needs: no
 // shard polls. end is the ferry's end once it has begun (see room.end). It
 // is pure bookkeeping: the room's channel is its lock, and whoever holds it
 // calls its methods; pokes is what room.put sends.
@@ -104,12 +104,12 @@ type ledger struct {
 }
 
 // reservation is a shard's claim on the room given back, for the first
-// admission in its wait line, number n, which needs need: got is what it
-// has so far; next is the number of the admission behind it in its line
-// (0: none). It is ready once got reaches need, every reservation before it
-// is ready too, and no admission behind one of theirs began to wait before
-// its own (that one is let in first, once its shard has let its first in
-// and reserved for it): only then may its shard claim it. poke, the
+// admission in its wait line, number n, which needs need. got is what it has
+// so far; next is the number of the admission behind it in its line (0:
+// none). It is ready once got reaches need and every reservation before it
+// is ready too, unless an admission behind one of theirs began to wait
+// before its own. That one is let in first, once its shard has let its first
+// in and reserved for it. Its shard may claim it only once it is ready. poke, the
 // shard's, capacity 1, names it and wakes its loop as it becomes ready. It
 // has no methods: its ledger changes it.
 type reservation struct {
@@ -176,9 +176,9 @@ func (p *ledger) markedBut(me int, to []int) []int {
 // wake makes the waiters poked as the ledger goes back (see room.put).
 func (p *ledger) wake() { p.pokes = append(p.pokes, p.waiters.take()...) }
 
-// reserve makes poke's reservation the one of admission n, which needs
-// need, with next behind it in its line: in its place among the others by
-// n (where it stands if n is its number already), keeping what it had;
+// reserve makes poke's reservation the one of admission n, which needs need,
+// with next behind it in its line. It stands in its place among the others
+// by n (where it stands already if n is its number), keeping what it had;
 // what it has beyond need goes back to free. Then it fills the
 // reservations.
 func (p *ledger) reserve(poke chan struct{}, need budget, n, next uint64) {
@@ -229,13 +229,13 @@ func (p *ledger) cancel(poke chan struct{}) {
 }
 
 // fill moves room into the reservations, in their order, each up to its
-// need, inputs and weight alike: from free, and then from what the later
-// reservations have, the last first, so that the first always gets all the
-// room not waiting in a lane (a need never passes the whole room: an
-// admission that no room could hold is refused, not kept waiting). A
+// need, inputs and weight alike. It takes from free, and then from what the
+// later reservations have, the last first, so that the first always gets all
+// the room not waiting in a lane. A need never passes the whole room: an
+// admission that no room could hold is refused, not kept waiting. A
 // reservation is ready once it is full and so is every one before it, and
-// no admission behind one of those began to wait before its own. It
-// records the pokes of those it makes ready.
+// no admission behind one of those began to wait before its own. It records
+// the pokes of those it makes ready.
 func (p *ledger) fill() {
 	open := true                 // every reservation so far is ready
 	var first uint64 = 1<<64 - 1 // the least next of those so far

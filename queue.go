@@ -10,11 +10,10 @@ import (
 // queue holds one lane's items in ascending (rank, seq), as part of the core.
 //
 // While items arrive in rank order (always, when ranks are equal) they sit in
-// a deque: push, pop and peek are O(1), and drop is a binary search by seq
-// that leaves a tombstone, O(log n); tombstones are compacted once they
-// outnumber the live items, so they cost O(1) amortized. The first item out
-// of rank order moves the queue into a btree, O(log n) for everything, until
-// it empties. Its zero value is an empty queue. loop: its methods run on the
+// a deque: push, pop and peek are O(1). A drop is a binary search by seq that
+// leaves a tombstone, O(log n); tombstones are compacted once they outnumber
+// the live items, O(1) amortized. The first item out of rank order moves the
+// queue into a btree, O(log n) for everything, until it empties. Its zero value is an empty queue. loop: its methods run on the
 // shard's loop goroutine, as part of the core's state.
 type queue[E any] struct {
 	run  deque.Deque[item[E]] // sorted by (rank, seq); both ends live; dead items weigh -1

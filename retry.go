@@ -12,10 +12,11 @@ import (
 // no worker (park.go).
 
 // retryDirect retries a direct call of w's input, whose first attempt failed
-// with r (b its report, with OnBatch), while Retry says so, on the caller's
-// goroutine, which holds the key throughout; ctx, the call's, ending ends a
-// backoff with the last error, matching the cause if the ferry ended it. It
-// returns the last answer and, with OnBatch, the reports of every attempt.
+// with r (b its report, with OnBatch), while Retry says so. It runs on the
+// caller's goroutine, which holds the key throughout. ctx, the call's,
+// ending ends a backoff with the last error, matching the cause if the ferry
+// ended it. It returns the last answer and, with OnBatch, the reports of
+// every attempt.
 func retryDirect[K comparable, I, O any](ctx context.Context, f *Ferry[K, I, O], w *waiter[K, I, O], r result[O], err error, b Batch[K]) (result[O], []Batch[K]) {
 	var bs []Batch[K]
 	for attempt := 1; ; attempt++ {

@@ -127,15 +127,14 @@ func (l *loop[K, I, O]) flush(reply chan error) {
 	}
 }
 
-// startRound starts a round for the Flushes waiting: every input waiting is due
-// now, and it waits for those, for the parked batches (their backoff is not
-// cut short), for the direct calls in flight and their
-// OnBatch (their reports: those released already, and those in flight, at
-// their report rather than their release), for Submits' done in flight, and
-// for every worker busy with a batch: its opIdle comes once it
-// has answered the batch, so the round needs no word from an idle worker.
-// No busy worker owes an older round anything: a round ends only once all it
-// was owed has come, and close, which ends one early, starts no other.
+// startRound starts a round for the Flushes waiting: every input waiting is
+// due now. The round waits for those inputs, for the parked batches (their
+// backoff is not cut short), for the direct calls, in flight or released,
+// until their OnBatch report, for Submits' done in flight, and for every
+// busy worker's batch. A worker's opIdle comes once it has answered its
+// batch, so the round needs no word from an idle worker. No busy worker owes
+// an older round anything: a round ends only once all it was owed has come,
+// and close, which ends one early, starts no other.
 func (l *loop[K, I, O]) startRound() {
 	l.rounds.start(l.st.seq, l.directs.claims, l.st.queued+l.directs.inFlight()+l.life.notify)
 	l.rounds.expect(l.slots.owe(&l.rounds) + l.pauses.owe(&l.rounds) + l.parks.owe(&l.rounds))
@@ -144,9 +143,9 @@ func (l *loop[K, I, O]) startRound() {
 
 // settle ends the round once it has nothing left, and starts the next. Only
 // messages count a round down, so it runs once a wake-up has handled them,
-// before its dispatch: the next round may have nothing left (it ends at
-// once) or lanes it made due, and no message may come to wake the loop
-// again (a shard with no busy worker has no opIdle to come).
+// before its dispatch. The next round may have nothing left (it ends at once)
+// or lanes it made due, and no message may come to wake the loop again: a
+// shard with no busy worker has no opIdle to come.
 func (l *loop[K, I, O]) settle() {
 	for {
 		replies, ok := l.rounds.over()

@@ -5,14 +5,11 @@ import (
 	"math"
 )
 
-// This file is the room the shards of a ferry share. A shard is one loop with
-// its own core state, workers, timer and inbound channel; a key always goes
-// to the same shard, by a hash of the key, so every guarantee per key holds
-// as it does with one loop. The configured bounds are totals, shared by the
-// shards: the room (MaxQueued, MaxQueuedWeight, see share) and the batched
-// calls in flight (MaxInFlightBatches, see slots.go). What is not per key
-// becomes per shard: fairness (the ready line, and the wait for a free
-// slot). The room no shard holds, spare, and its ledger are pool.go's.
+// This file is a loop's side of the room the shards of a ferry share. The
+// configured bounds are totals, shared by the shards: the room (MaxQueued,
+// MaxQueuedWeight, see share) and the batched calls in flight
+// (MaxInFlightBatches, see slots.go). The room no shard holds, spare, and its
+// ledger are pool.go's.
 
 // share is a loop's side of the room the shards of its ferry share: spare,
 // the room no shard holds. With one shard spare is nil and share holds
@@ -109,10 +106,10 @@ func (sh *share[K, I, O]) press() { sh.pressed = true }
 // what the core holds unused after.
 //
 // If spare falls short while another shard may keep an allowance, it gives
-// spare all it has and what it took, asks those shards for theirs (see
-// askBack), waits for its poke (ledger.wake), and borrows again: it goes on
-// only once spare has what it lacks or no other shard keeps any. This is
-// the one wait of the loop (see loop.run). Those asked never wait for it: a
+// spare all it has and what it took, and asks those shards for theirs (see
+// askBack). It waits for its poke (ledger.wake) and borrows again, until
+// spare has what it lacks or no other shard keeps any. This is the one wait
+// of the loop (see loop.run). Those asked never wait for it: a
 // shard that waits keeps nothing. Room borrowed and not used goes back, or
 // stays as the allowance, with giveBackRoom at the end of the wake-up.
 //
@@ -178,13 +175,13 @@ func askBack[K comparable, I, O any](s *shard[K, I, O]) {
 }
 
 // need is the room that the admissions among ms take if the core lets them
-// all in, in their order: a Do's or a Submit's input, a DoMany's part. Some
-// take none in one loop, and need counts none for them: an input heavier
-// than the whole room, a part that no room could hold (more inputs than
-// MaxQueued, or heavier than the room), a part whose room is earmarked
-// already or came with it (granted), a Do that claims its key for a direct
-// call, and an input of a paused key (refused as ErrPaused), unless need
-// read a Resume of it first. A key paused within the wake-up is counted:
+// all in, in their order: a Do's or a Submit's input, a DoMany's part. It
+// counts none for what takes none in one loop. Such is an input heavier than
+// the whole room, or a part that no room could hold (more inputs than
+// MaxQueued, or heavier than the room). So is a part whose room is earmarked
+// already or came with it (granted), and a Do that claims its key for a
+// direct call. So is an input of a paused key (refused as ErrPaused), unless
+// need read a Resume of it first. A key paused within the wake-up is counted:
 // that room is given back at its end. A total past MaxInt64 is -1. core is
 // the loop's core as the wake-up starts, whose rules need asks (see
 // state.claimsLane), and paused its paused keys (nil without
@@ -279,10 +276,10 @@ func (sh *share[K, I, O]) guess(core *state[K, *waiter[K, I, O]], key K) laneGue
 	return laneGuess{exists, items}
 }
 
-// claims reports whether a Do for key will claim it, as the core answers
-// for the lane need guesses (see state.claimsLane): with direct calls on,
-// the core claims a key that has no lane, and a Do that does not claim it
-// joins the lane. Either way the key has a lane after.
+// claims reports whether a Do for key will claim it, as the core answers for
+// the lane need guesses (see state.claimsLane). With direct calls on, the
+// core claims a key that has no lane, and a Do that does not claim it joins
+// the lane. Either way the key has a lane after.
 func (sh *share[K, I, O]) claims(core *state[K, *waiter[K, I, O]], key K) bool {
 	if sh.lanes == nil {
 		sh.lanes = make(map[K]laneGuess)
@@ -357,11 +354,11 @@ func (sh *share[K, I, O]) giveBackRoom(unused, used budget, admits bool) budget 
 	return keep
 }
 
-// allowance is what the shard keeps of unused, the room it holds unused,
-// with used the room in use in its core (queued inputs and their weight):
+// allowance is what the shard keeps of unused, the room it holds unused, with
+// used the room in use in its core (queued inputs and their weight). It keeps
 // all of it, unless it passes twice the most in use at a give-back in this
-// window or the last (64 give-backs each), in inputs or in weight; then
-// that most.
+// window or the last (64 give-backs each), in inputs or in weight; then it
+// keeps that most.
 func (sh *share[K, I, O]) allowance(unused, used budget) budget {
 	sh.used = budget{max(sh.used.n, used.n), max(sh.used.w, used.w)}
 	if sh.turns++; sh.turns == 64 {
@@ -377,9 +374,9 @@ func (sh *share[K, I, O]) allowance(unused, used budget) budget {
 // roomFor reserves room for b, the need of the first admission in the
 // shard's wait line, number n (next behind it, 0 if none), with several
 // shards (see loop.roomFor). It first gives back has, what the core held
-// unused, which fills the reservations in their order, and makes its own
-// the one of n, needing b (in n's place among the others): then it takes
-// what its reservation has, once it is ready (see ledger.fill). So the
+// unused, which fills the reservations in their order. It makes its own
+// reservation the one of n, needing b, in n's place among the others. Then
+// it takes what its reservation has, once it is ready (see ledger.fill). So the
 // room freed goes to the shards' first waiting admissions in the order
 // they began to wait, this shard's own too. What it took and does not use
 // goes back with giveBackRoom, into the reservation, which keeps its place.
@@ -443,16 +440,14 @@ func (l *loop[K, I, O]) takeUnused() budget {
 }
 
 // borrow takes from spare, in one step, the room for all of g's inputs, a
-// DoMany over several shards, and marks each part granted: its shard adds
-// the part's room to its own as it lets the part in, and refuses it only if
-// it is closing. It reports false, and takes nothing, if spare lacks that
-// room (the room is full but for room that a shard holds within a wake-up)
-// or the ferry's end has begun (see room.end); while a shard may keep the
-// room it lacks as its allowance, it asks for it and waits, as a shard
-// does (see share.borrowRoom). The parts then earmark room shard by shard
-// (see group.admit), or are refused. So two DoManys over the same shards
-// never each keep room the other needs, as they can earmarking it shard by
-// shard: one of them borrows, whatever the weights.
+// DoMany over several shards, and marks each part granted. A part's shard
+// adds the part's room to its own as it lets the part in, and refuses it
+// only if it is closing. While a shard may keep the room it lacks as its
+// allowance, borrow asks for it and waits, as a shard does (see
+// share.borrowRoom). It reports false, and takes nothing, if spare lacks
+// that room (the room is full but for room a shard holds within a wake-up)
+// or the ferry's end has begun (see room.end). The parts then earmark room
+// shard by shard (see group.admit), or are refused.
 func borrow[K comparable, I, O any](f *Ferry[K, I, O], g *group[K, I, O], total int64) bool {
 	var asks []int
 	var poke chan struct{}
@@ -498,7 +493,7 @@ func addWeight(total, w int64) int64 {
 }
 
 // heedEnd starts the ferry's end that the shared room says has begun (see
-// room.end), if this shard's own message has not come yet: with several
+// room.end), if this shard's own message has not come yet. With several
 // shards, Close and Shutdown mark the room before they tell any shard, so
 // that no room a shard frees as it ends lets another's admissions in.
 func (l *loop[K, I, O]) heedEnd() {

@@ -118,9 +118,9 @@ func (sl *slots[K, I, O]) dispatching() {
 
 // waitOn returns what the loop's select waits on while the shard is starved
 // (nil when it is not): below its share, tokens' free slots; at its share,
-// its poke in the tokens' wants, so that a slot given back runs a batch ready
-// here without waiting for a worker of its own (which may be in a Submit's
-// done for long).
+// its poke in the tokens' wants. So a slot given back runs a batch ready here
+// without waiting for a worker of its own, which may be in a Submit's done
+// for long.
 func (sl *slots[K, I, O]) waitOn() (slot <-chan *worker[K, I, O], given <-chan struct{}) {
 	switch {
 	case !sl.starved:
@@ -244,12 +244,12 @@ func (sl *slots[K, I, O]) giveBackIdleSlots() {
 }
 
 // lent pokes the shards waiting for a slot given back, if this one has given
-// back more than it took from tokens since it last did: after the slots
-// are in tokens, so that a shard poked finds them, and one that records its
-// poke after looks once more (see takeSlot). A shard that gave a slot back
-// as its batch beyond its share ended, and took one again for its next
-// batch, left tokens as the waiters last saw it (empty, or with slots whose
-// giver pokes them), and pokes no one.
+// back more than it took from tokens since it last did. It runs after the
+// slots are in tokens, so that a shard poked finds them, and one that records
+// its poke after looks once more (see takeSlot). A shard that gave a slot
+// back as its batch beyond its share ended, and took one again for its next
+// batch, pokes no one. It left tokens as the waiters last saw it (empty, or
+// with slots whose giver pokes them).
 func (sl *slots[K, I, O]) lent() {
 	if sl.gave > 0 {
 		if countOps {
@@ -284,8 +284,8 @@ func (sl *slots[K, I, O]) drain() {
 	}
 }
 
-// mayTake reports whether takeSlot may yet find a worker: one is idle, or with
-// one shard fewer than most have started, or with several the shard is not
+// mayTake reports whether takeSlot may yet find a worker. With one shard: one
+// is idle, or fewer than most have started. With several: the shard is not
 // starved (it has not found tokens empty, nor waits for a poke, since its
 // dispatch began).
 func (sl *slots[K, I, O]) mayTake() bool {
@@ -314,9 +314,9 @@ func (sl *slots[K, I, O]) busy() int {
 	return len(sl.workers) - len(sl.free) - len(sl.idle)
 }
 
-// stopWorkers stops the workers the shard holds, all idle, as its loop ends, and
-// with several shards gives back their slots without them; the last shard
-// to end then stops the workers in tokens, which every other shard has
+// stopWorkers stops the workers the shard holds, all idle, as its loop ends.
+// With several shards it gives back their slots without them, and the last
+// shard to end stops the workers in tokens, which every other shard has
 // given back by then. Each stopped worker tells the loop, s's, as it exits;
 // stopWorkers returns how many it stopped.
 func (sl *slots[K, I, O]) stopWorkers(s *shard[K, I, O]) int {

@@ -12,41 +12,6 @@ import (
 	"github.com/google/btree"
 )
 
-// This file is the waiting room: a deterministic state machine with one owner
-// (the loop goroutine). It has no goroutines, channels, clocks or callbacks:
-// time is an argument, and every transition returns what the loop must do.
-// The same state and the same input always give the same output.
-//
-// Costs, with n the inputs in one lane, b the batch size and L the lanes
-// waiting for a deadline: admit O(1) when ranks arrive in order (always, with
-// equal ranks), else O(log n), plus O(log L); take O(b) plus O(log L) for each
-// due lane it promotes; release O(b + log L); drop O(log n + b + log L); drain
-// O(N log N) over all N waiting inputs. Nothing is linear in a lane's length:
-// the deadline scan covers a partial lane only, which holds fewer than b inputs.
-//
-// Time is a Duration since the ferry's origin (its clock), for submission
-// times and now alike. With zero delay time never matters: the core keeps no
-// submission time, nothing waits for a deadline, and the shell does not read
-// the clock (it passes 0).
-//
-// No sum wraps. Weights are refused rather than saturated: the room admits an
-// input only if the waiting total stays within MaxQueuedWeight, or MaxInt64
-// when that is 0, so every lane's total and every batch's fits an int64.
-// Deadlines saturate: a submission time plus the delay that passes MaxInt64 ns
-// after the origin is due at MaxInt64 ns (about 292 years: never, in effect).
-//
-// A lane may hold a continuation: a batch whose call failed and is to be
-// called again (Config.Retry), which the loop keeps; the core keeps only that
-// it is there. Its inputs are in flight, as a busy lane's are: they count in
-// no room. The lane waits, parked, until its deadline (park's now plus a
-// backoff, saturated as above), or until unpark; then it is ready, and take
-// reports the continuation, alone, before the lane's items, which wait behind
-// it. While it holds a continuation no other call of the key runs. Neither
-// flush nor shutdown ends a park; drain makes every parked lane ready at
-// once, so that its continuation is answered (the loop's workers do that). A
-// lane held (Config.HoldPaused: see hold) is parked with no deadline, in no
-// tree: only unpark and drain end it.
-
 // limits is the core's view of Config, validated and defaulted by New: the
 // ferry's configuration, whatever room a shard holds (see state.room).
 type limits struct {
@@ -58,8 +23,7 @@ type limits struct {
 	direct       bool          // claim idle keys when delay is 0
 }
 
-// budget is an amount of room: inputs and their weight. Whoever holds it,
-// out of a room, changes it; its one method only reads it, on any goroutine.
+// budget is an amount of room, inputs and weight; holds runs on any goroutine.
 type budget struct {
 	n int
 	w int64
@@ -80,9 +44,8 @@ const (
 	overHeld                     // its key's lane is held (see hold) and keeps its share of the room: see heldShare
 )
 
-// heldShare bounds what the lane of a held key (see hold) keeps: at most
-// 1/heldShare of the room's inputs and weight, and one input at least, so
-// that a key held through a long outage never fills the room.
+// heldShare bounds a held key's lane (see hold) to 1/heldShare of the room's
+// inputs and weight, one input at least, so that it never fills the room.
 const heldShare = 8
 
 // ticket names an admitted input, for drop.
@@ -125,14 +88,16 @@ type lane[K comparable, E any] struct {
 // freeLanes bounds the lanes kept for reuse.
 const freeLanes = 64
 
-// A lane that holds more than hotLane items when taken is hot: it keeps a
-// buffer of up to baseCap items (two batches), so that it neither grows nor
-// shrinks every busy period. Other lanes keep the deque's smallest buffer.
+// A lane that holds more than hotLane items when taken is hot: its buffer
+// keeps two batches, up to baseCap items; other lanes keep the smallest.
 const hotLane = 16
 
 const baseCap = 128
 
-// state is the waiting room. Its zero value is not usable: use newState.
+// state is the waiting room: a deterministic state machine with no
+// goroutines, channels, clocks or callbacks. Time is an argument, a Duration
+// since the ferry's origin (0 with zero delay), and each transition returns
+// what the loop must do. Its zero value is not usable: use newState.
 // loop: its methods run on the shard's loop goroutine, its only owner.
 type state[K comparable, E any] struct {
 	lim limits
@@ -158,20 +123,15 @@ type state[K comparable, E any] struct {
 	itemsFree *btree.FreeListG[item[E]] // nodes for lanes whose ranks arrive out of order
 }
 
-// peakMap is a map that remembers the most entries it has held since it was
-// last rebuilt, and rebuilds itself once it holds a quarter of that or less,
-// past shrinkLanes: Go's maps never give memory back, and memory should
-// follow what waits, not the most that ever waited. A rebuild of n entries
-// follows 3n deletions, so it costs O(1) amortized. Its zero value is empty
-// and allocates at its first put. Its methods run on the goroutine that owns
-// it: a loop, for the core's lanes and the loop's components.
+// peakMap is a map that rebuilds itself once it holds a quarter of its peak
+// or less, a peak past shrinkLanes. Its zero value is empty. Its methods run
+// on the goroutine that owns it: a loop, for the core's lanes and the loop's.
 type peakMap[K comparable, V any] struct {
 	m    map[K]V
 	peak int
 }
 
-// shrinkLanes is the peak past which a peakMap is rebuilt once it holds a
-// quarter of it or less.
+// shrinkLanes is the peak past which a peakMap shrinks.
 const shrinkLanes = 1024
 
 // get returns k's value, or the zero value.
@@ -192,8 +152,7 @@ func (p *peakMap[K, V]) put(k K, v V) {
 	p.peak = max(p.peak, len(p.m))
 }
 
-// del deletes k, if it is there, and rebuilds the map once it holds a
-// quarter of its peak or less.
+// del deletes k, if it is there, and shrinks the map as peakMap says.
 func (p *peakMap[K, V]) del(k K) {
 	delete(p.m, k)
 	if p.peak > shrinkLanes && len(p.m) <= p.peak/4 {
@@ -205,8 +164,7 @@ func (p *peakMap[K, V]) del(k K) {
 // len is the number of entries.
 func (p *peakMap[K, V]) len() int { return len(p.m) }
 
-// all is the entries, in no order. The map must not change during the loop
-// but by deleting the entry at hand.
+// all is the entries, in no order; a loop over it may delete only its entry.
 func (p *peakMap[K, V]) all() iter.Seq2[K, V] { return maps.All(p.m) }
 
 func newState[K comparable, E any](lim limits) *state[K, E] {
@@ -235,10 +193,9 @@ func (s *state[K, E]) dueAt(at time.Duration) time.Duration {
 	return at + s.lim.delay
 }
 
-// admit takes one input, submitted at at, into the room at now, as one step:
-// with direct calls on, zero delay and no lane for the key, the key is claimed
-// (busy, no items) and the caller makes the call, unless the room is closed or
-// the input heavier than the room; else it is join. weight must not be negative.
+// admit takes one input (weight >= 0), submitted at at, into the room at now.
+// If claims says so, it claims the key for the caller's direct call (busy, no
+// items), unless the room is closed or the input too heavy; else it joins.
 func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Duration, e E) (outcome, ticket) {
 	if s.claims(key) {
 		if o := s.fits(0, 0, weight); o != admitted {
@@ -250,14 +207,12 @@ func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Duration, e 
 	return s.join(key, weight, rank, at, now, e)
 }
 
-// claims reports whether admit would claim key for a direct call rather
-// than let its input join the lane (if the room holds it): the rule, asked
-// by admit, by the loop's wait line and, with its guess of the lane, by
-// share.need (see claimsLane).
+// claims reports whether admit would claim key for a direct call (direct
+// calls on, zero delay, no lane) rather than let its input join the lane.
+// admit and the loop's wait line ask it; share.need asks claimsLane.
 func (s *state[K, E]) claims(key K) bool { return s.claimsLane(s.lanes.get(key) != nil) }
 
-// claimsLane is claims for a key whose lane exists or not: direct calls are
-// on (no delay) and the key has no lane.
+// claimsLane is claims, for a key whose lane exists or not.
 func (s *state[K, E]) claimsLane(exists bool) bool {
 	return s.lim.direct && s.lim.delay == 0 && !exists
 }
@@ -307,11 +262,9 @@ func (s *state[K, E]) fits(n int, total, heaviest int64) outcome {
 	return admitted
 }
 
-// grow adds n inputs and w of weight to the room the core may hold (either
-// may be negative): a shard's share of a room that several share, which it
-// borrows and lends as it needs. What is heavier than the whole room stays
-// rejectedHeavy. The room must not shrink below what waits and is
-// earmarked, nor pass MaxInt64.
+// grow adds n inputs and w of weight, either maybe negative, to a shard's
+// share of a shared room. The room must stay within MaxInt64 and hold what
+// waits and is earmarked; what outweighs the whole room stays rejectedHeavy.
 func (s *state[K, E]) grow(n int, w int64) {
 	s.room.n += n
 	s.room.w += w
@@ -322,16 +275,14 @@ func (s *state[K, E]) unused() budget {
 	return budget{s.room.n - s.queued - s.earmarked.n, s.room.w - s.weight - s.earmarked.w}
 }
 
-// earmark keeps room for n inputs weighing total, that fits let in, so that
-// nothing else takes it until unearmark. A DoMany over several rooms earmarks
-// room in each before it enters any, so that it enters all or none.
+// earmark keeps room for n inputs weighing total, that fits let in, until
+// unearmark: a DoMany over several rooms earmarks each before it enters any.
 func (s *state[K, E]) earmark(n int, total int64) {
 	s.earmarked.n += n
 	s.earmarked.w += total
 }
 
-// unearmark lets go of room that earmark kept, before its inputs enter or
-// instead.
+// unearmark lets go of earmarked room, as its inputs enter or instead.
 func (s *state[K, E]) unearmark(n int, total int64) {
 	s.earmarked.n -= n
 	s.earmarked.w -= total
@@ -374,10 +325,9 @@ func (s *state[K, E]) claim(key K) {
 	s.busy++
 }
 
-// take promotes the lanes due at now, then takes the first ready lane's batch,
-// appended to buf, and marks the lane busy. ok is false when no lane is ready.
-// A lane that holds a continuation hands it out alone, before its items:
-// cont is then true and batch is buf, as the loop keeps the continuation.
+// take promotes the lanes due at now, then takes the first ready lane's batch
+// into buf and marks it busy; ok is false if none is ready. A continuation
+// goes alone, before the items: cont is true and batch is buf (the loop has it).
 func (s *state[K, E]) take(now time.Duration, buf []E) (key K, batch []E, cont, ok bool) {
 	l, ok := s.sched.pop(now)
 	if !ok {
@@ -399,10 +349,9 @@ func (s *state[K, E]) take(now time.Duration, buf []E) (key K, batch []E, cont, 
 	return l.key, batch, false, true
 }
 
-// release ends the call in flight for key. Lanes due at now are promoted first;
-// then a lane with inputs left goes to the back of the ready line if it is full
-// or due, else back to waiting; an empty lane is removed. Releasing a key that
-// is not busy panics.
+// release ends key's call in flight, after promoting the lanes due at now. A
+// lane with inputs left goes to the back of the ready line if full or due,
+// else back to waiting; an empty lane is removed. A key not busy panics.
 func (s *state[K, E]) release(key K, now time.Duration) {
 	l := s.busyLane(key, "release")
 	s.busy--
@@ -423,10 +372,9 @@ func (s *state[K, E]) busyLane(key K, what string) *lane[K, E] {
 	return l
 }
 
-// drop removes the admitted input t of key before it is taken, at now,
-// freeing its count and weight at once. ok is false if it is not waiting
-// (taken, dropped or drained). A lane left empty and idle is removed; a ready
-// lane left partial and not yet due goes back to waiting.
+// drop removes key's admitted input t before it is taken, at now, freeing its
+// room at once; ok is false if it is not waiting (taken, dropped, drained). An
+// empty idle lane is removed; a ready lane left partial and not due waits.
 func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
 	l := s.lanes.get(key)
 	if l == nil {
@@ -455,12 +403,10 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
 	return it.entry, true
 }
 
-// clearLane removes every input waiting in key's lane, appending their
-// entries to buf in the lane's order, and frees their count and weight at
-// once: for a key paused as its failed call is released, which the loop
-// does right after. A busy lane, or one that holds a continuation, stays as
-// it is with no items; any other is removed. O(n) in the lane's inputs, plus
-// O(log L) for a lane removed.
+// clearLane removes the inputs waiting in key's lane, appending their entries
+// to buf in lane order, and frees their room: for a key paused as its failed
+// call is released. A busy lane, or one with a continuation, stays, empty; any
+// other is removed. O(n) in its inputs, plus O(log L) for a lane removed.
 func (s *state[K, E]) clearLane(key K, buf []E) []E {
 	l := s.lanes.get(key)
 	if l == nil {
@@ -475,12 +421,10 @@ func (s *state[K, E]) clearLane(key K, buf []E) []E {
 	return buf
 }
 
-// drain closes the room: nothing is admitted again, and every waiting input
-// is removed and its entry appended to buf, in arrival order. Lanes with a call
-// in flight stay busy, with no items, until released. A lane that holds a
-// continuation is ready at once, with no items: those ready already first,
-// in line, then the parked ones by deadline, then the held ones in the
-// order they were held.
+// drain closes the room and removes every waiting input, appending its entry
+// to buf in arrival order. Busy lanes stay busy and empty until released.
+// Lanes with a continuation are ready at once, empty: the ready ones first,
+// then the parked by deadline, then the held in the order they were held.
 func (s *state[K, E]) drain(buf []E) []E {
 	s.closed = true
 	conts := s.sched.drain(func(l *lane[K, E]) bool { return l.cont }, nil)
@@ -513,10 +457,9 @@ func (s *state[K, E]) drain(buf []E) []E {
 	return buf
 }
 
-// park gives key's busy lane a continuation, of its call, which failed and
-// is to be called again after d, at now: the lane is parked until now+d
-// (saturated at MaxInt64), or ready at once if d <= 0 or the room is drained.
-// Lanes due at now are promoted first. Parking a key that is not busy panics.
+// park gives key's busy lane a continuation, its failed call to make again
+// after d: parked until now+d (saturated), or ready at once if d <= 0 or the
+// room is drained, after the lanes due at now. A key not busy panics.
 func (s *state[K, E]) park(key K, d, now time.Duration) {
 	l := s.busyLane(key, "park")
 	s.busy--
@@ -534,11 +477,10 @@ func (s *state[K, E]) park(key K, d, now time.Duration) {
 	s.sched.park(l, due)
 }
 
-// hold gives key's busy lane a continuation, of its call, which failed for
-// good (Config.HoldPaused): the lane is parked with no deadline, in no tree,
-// until unpark or drain; at once ready if the room is drained. Its items
-// wait behind the continuation, and inputs join it as a parked lane's do,
-// up to its share (see overHeld). Holding a key that is not busy panics.
+// hold gives key's busy lane a continuation, its call that failed for good
+// (Config.HoldPaused): parked with no deadline, in no tree, until unpark or
+// drain, or ready if drained. Inputs join it up to its share (see overHeld).
+// A key not busy panics.
 func (s *state[K, E]) hold(key K) {
 	l := s.busyLane(key, "hold")
 	s.busy--
@@ -573,37 +515,32 @@ func (s *state[K, E]) unpark(key K, now time.Duration) bool {
 // the clock then, even with no delay.
 func (s *state[K, E]) parked() bool { return s.sched.parked() }
 
-// shutdown closes the room gracefully: nothing is admitted again, and every lane
-// is due at once, now and when released, so what waits runs without waiting
-// for deadlines.
+// shutdown closes the room gracefully: nothing is admitted again, and every
+// lane is due at once, now and when released.
 func (s *state[K, E]) shutdown() {
 	s.shuttingDown = true
 	s.sched.readyWaiting()
 }
 
-// flush makes every input waiting now due now, without closing the room:
-// waiting lanes join the ready line, and a lane that holds any of these
-// inputs is ready whenever it is placed again. Later inputs keep their own
-// deadlines.
+// flush makes every input waiting now due, without closing the room: waiting
+// lanes join the ready line, and a lane holding any of them is ready whenever
+// placed again. Later inputs keep their own deadlines.
 func (s *state[K, E]) flush() {
 	s.flushed = s.seq
 	s.sched.readyWaiting()
 }
 
-// idle reports whether nothing waits, no call is in flight and no lane holds
-// a continuation.
+// idle reports whether nothing waits, is in flight or holds a continuation.
 func (s *state[K, E]) idle() bool { return s.queued == 0 && s.busy == 0 && s.conts == 0 }
 
-// full reports whether a lane's next batch could not grow: it has batchSize
-// inputs, or weighs at least batchWeight, or its next input would not fit.
-// Inputs fit in rank order, so this follows from the lane's totals alone.
+// full reports whether a lane holds a whole batch: batchSize inputs, or a
+// weight of batchWeight or more.
 func (s *state[K, E]) full(l *lane[K, E]) bool {
 	return l.items.len() >= s.lim.batchSize || s.lim.batchWeight > 0 && l.weight >= s.lim.batchWeight
 }
 
 // deadline is the oldest waiting input's submission time plus the delay, or
-// MinInt64 if flush made one of its inputs due. It scans the lane, so it is
-// called on partial lanes only: fewer than batchSize.
+// MinInt64 if flush made an input due. It scans the lane: partial lanes only.
 func (s *state[K, E]) deadline(l *lane[K, E]) time.Duration {
 	oldest, first := l.items.min().at, l.items.min().seq
 	l.items.each(func(it item[E]) { oldest, first = min(oldest, it.at), min(first, it.seq) })

@@ -6,13 +6,12 @@ import (
 	"github.com/google/btree"
 )
 
-// This file is the line of admissions waiting for room, with
-// Config.WaitForRoom: a Do's or a Submit's input, a DoMany's part, or a
-// DoMany over several shards waiting for the room of all its inputs (a
-// borrow), and the loop's handlers for it. The loop lets them in in the
-// order they came, as room frees (see loop.admitWaiting); while any waits, a
-// new admission joins the back of the line even if it would fit, so that a
-// waiting DoMany is not starved by a stream of single inputs.
+// This file is the line of admissions waiting for room (Config.WaitForRoom),
+// and the loop's handlers for it. An admission is a Do's or a Submit's input,
+// a DoMany's part, or a DoMany over several shards waiting for the room of
+// all its inputs (a borrow). The loop lets them in in the order they came, as
+// room frees (see loop.admitWaiting). While any waits, a new admission joins
+// the back of the line even if it would fit.
 
 // waitTicket is the ticket of an input waiting in the line as number n: it
 // names no input in a lane, as seqs never reach 1<<62, nor one in flight
@@ -275,11 +274,11 @@ func (l *loop[K, I, O]) needOf(e waitEntry[K, I, O]) budget {
 }
 
 // grant gives a DoMany over several shards, waiting at the front of the
-// line, the room of all its inputs, need, out of this shard's: each part is
-// granted, and its shard adds the part's share to its own as it lets the
-// part in (see borrow). Its part here, i, goes in now, in the DoMany's turn,
-// before what waits behind it: the part's word says so. The other parts
-// wait their turn in their shards' lines, where they come later.
+// line, the room of all its inputs, need, out of this shard's. Each part is
+// granted: its shard adds the part's share to its own as it lets the part in
+// (see borrow). Its part here, i, goes in now, before what waits behind it:
+// the part's word says so. The other parts wait their turn in their shards'
+// lines, where they come later.
 func (l *loop[K, I, O]) grant(g *group[K, I, O], i int32, need budget, now time.Duration) {
 	l.st.grow(-need.n, -need.w)
 	for j := range g.parts {
@@ -300,11 +299,11 @@ func (l *loop[K, I, O]) borrowWait(g *group[K, I, O], i int32) {
 	l.waits.line.pushPart(g, i, true, l.nextWait())
 }
 
-// leave takes a Submit's input or a DoMany's part (or its borrow) out of
-// the wait line, whose caller's ctx ended, and says so on its channel
-// (errDropped); if it is not there its word was sent already, and leave does
-// nothing. The Submit is named by its word's channel, m.word, not by its
-// waiter, which may be a worker's by now.
+// leave takes a Submit's input or a DoMany's part (or its borrow), whose
+// caller's ctx ended, out of the wait line, and says so on its channel
+// (errDropped). If it is not there, its word was sent already, and leave
+// does nothing. The Submit is named by its word's channel, m.word, not by
+// its waiter, which may be a worker's by now.
 func (l *loop[K, I, O]) leave(m msg[K, I, O]) {
 	if g := m.g; g != nil {
 		if l.waits.line.leavePart(g, m.part) {

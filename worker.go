@@ -7,33 +7,30 @@ import (
 
 // This file is the workers: goroutines that run batched calls for the loops,
 // answer their callers and tell OnBatch, and the loops' handle on each. A
-// worker's release is sent before it answers its callers, so that their next
-// Do comes after it; the worker is free again (opIdle) only once it has
-// answered them, their done has returned and OnBatch has been told, so that
-// a slow done or OnBatch holds its own worker, and no other batch waits for
-// it. With several shards a worker is a slot, which shards pass on (see
-// slots.go): each job says which shard's loop holds it, and so whom to tell.
-// callDone and onBatch also run on the other goroutines that call user code:
-// close's notifier and a direct call's caller. The loop
-// waits for every message these goroutines send it, but each is sent with
-// the shard's end in view (shard.send), so that none blocks even after a
-// Close from user code (see Ferry.Close).
+// worker sends its release before it answers its callers, and is free again
+// (opIdle) only once it has answered them, their done has returned and
+// OnBatch has been told. With several shards a worker is a slot, which
+// shards pass on (see slots.go): each job says which shard's loop holds it,
+// and so whom to tell. callDone and onBatch also run on the other goroutines
+// that call user code: close's notifier and a direct call's caller. The loop
+// waits for every message these goroutines send it. Each is sent with the
+// shard's end in view (shard.send), so that none blocks even after a Close
+// from user code (see Ferry.Close).
 
 // keepCap is the most inputs a buffer of a batch (a worker's inputs and
-// Submits, the loop's batch for it) keeps between batches: one that grew past
+// Submits, the loop's batch for it) keeps between batches. One that grew past
 // it for a bigger batch is dropped once that batch is over, so that an idle
-// ferry's memory follows what waits, not the biggest batch it ever ran (see
-// docs/performance.md, Where the cost goes). It is 16 times
-// DefaultMaxBatchSize: a buffer of it is 1,024 pointers, and a batch past it
-// allocates its buffers anew, a few allocations for more than a thousand
-// inputs.
+// ferry's memory follows what waits (see docs/performance.md, Where the cost
+// goes). It is 16 times DefaultMaxBatchSize: a buffer of it is 1,024
+// pointers, and a batch past it allocates its buffers anew, a few
+// allocations for more than a thousand inputs.
 const keepCap = 1024
 
 // worker is a loop's handle on one worker goroutine: with one shard the
 // loop's own, with several a slot's, which one loop at a time holds (see
 // slots.takeSlot) and gives back only while it is idle. The loop that holds
 // it fills fl, the flight it runs next, and sends it on jobs only while the
-// worker is idle; the worker runs it and only then tells the loop it is
+// worker is idle. The worker runs it and only then tells the loop it is
 // idle, so the two never write the same field of fl at once. It has no
 // methods: the loop that holds it owns it; the worker goroutine only
 // receives from jobs.
@@ -141,14 +138,15 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 	}
 }
 
-// finish releases j's key (pausing it, with PauseOnError, if fail is set:
-// its last attempt failed for good, see failedForGood), or with h set holds
-// h, the inputs of j's batch that failed for good, in the key's lane (see
-// flight.split); then it answers j's callers, so that their next Do comes
-// after the release: first the Do and DoMany callers, then the Submits'
-// done, in batch order; then it gives OnBatch b (or, after retries, each
-// of bs, whose Err is set), and only then tells the loop it is idle. It
-// returns subs, the buffer it used for the Submits.
+// finish releases j's key, or with h set holds h, the inputs of j's batch
+// that failed for good, in the key's lane (see flight.split). If fail is set
+// (its last attempt failed for good, see failedForGood), the release pauses
+// the key, with PauseOnError. Then it answers j's callers, so that their next
+// Do comes after the release. First come the Do and DoMany callers; then,
+// after the key's earlier completions, the Submits' done, in batch order;
+// then OnBatch, given b (or, after retries, each of bs, whose Err is set).
+// Only then does it tell the loop it is idle. It returns subs, the buffer it
+// used for the Submits.
 func finish[K comparable, I, O any](j job[K, I, O], ins []I, outs []O, errs Errors, all error, subs []int, b Batch[K], bs []Batch[K], fail error, h *flight[K, I, O]) []int {
 	s, fl := j.s, j.fl
 	f := s.f
@@ -283,12 +281,11 @@ func onBatch[K comparable, I, O any](f *Ferry[K, I, O], b Batch[K]) (panicked bo
 	return false
 }
 
-// notifyPaused calls the done of the Submits ws, which waited in key's lane
-// as it paused, with err, in their order, then OnPause with failure if it is
-// not nil, once the key's earlier completions (after, if not nil) are over;
-// then it closes fin, which the key's next completions wait for, and tells
-// the loop. It runs on a goroutine of its own, for the loop, which waits for
-// it.
+// notifyPaused runs on a goroutine of its own, which the loop waits for.
+// Once the key's earlier completions (after, if not nil) are over, it calls
+// the done of the Submits ws, which waited in key's lane as it paused, with
+// err, in their order; then OnPause with failure, if not nil. Then it closes
+// fin, which the key's next completions wait for, and tells the loop.
 func notifyPaused[K comparable, I, O any](s *shard[K, I, O], key K, ws []*waiter[K, I, O], err, failure error, after, fin chan struct{}) {
 	if after != nil {
 		<-after
