@@ -154,11 +154,11 @@ func reportOf[K comparable, I, O any](f *Ferry[K, I, O], key K, batch []*waiter[
 func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *waiter[K, I, O]) (O, error) {
 	f := s.f
 	cctx, cancel := context.WithCancelCause(ctx)
-	s.send(msg[K, I, O]{op: opStart, key: w.key, cancel: cancel})
+	s.send(msg[K, I, O]{op: opStart, key: w.key, w: w, cancel: cancel})
 	released := false
 	defer func() {
 		if !released { // the Call ran runtime.Goexit: no OnBatch, no report
-			releaseDirect(s, w.key, cancel, nil, failedForGood(f, cctx, nil, errGoexit))
+			releaseDirect(s, w, cancel, nil, failedForGood(f, cctx, nil, errGoexit))
 		}
 	}()
 	var start time.Duration
@@ -181,11 +181,11 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 	}
 	fail := failedForGood(f, cctx, nil, r.err)
 	if f.onBatch == nil {
-		releaseDirect(s, w.key, cancel, nil, fail)
+		releaseDirect(s, w, cancel, nil, fail)
 		released = true
 		return r.out, r.err
 	}
-	releaseDirect(s, w.key, cancel, w.fin, fail)
+	releaseDirect(s, w, cancel, w.fin, fail)
 	released = true
 	if w.after != nil { // the key's earlier completions come first
 		<-w.after
@@ -204,13 +204,13 @@ func direct[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *w
 	return r.out, r.err
 }
 
-// releaseDirect ends a direct call on key: its context, then its claim,
-// pausing key if fail is set (see failedForGood), stamped where it is
+// releaseDirect ends w's direct call: its context, then its claim,
+// pausing its key if fail is set (see failedForGood), stamped where it is
 // decided. With fin set, an opReported with fin follows once OnBatch has
 // returned.
-func releaseDirect[K comparable, I, O any](s *shard[K, I, O], key K, cancel context.CancelCauseFunc, fin chan struct{}, fail error) {
+func releaseDirect[K comparable, I, O any](s *shard[K, I, O], w *waiter[K, I, O], cancel context.CancelCauseFunc, fin chan struct{}, fail error) {
 	cancel(nil)
-	m := msg[K, I, O]{op: opRelease, key: key, worker: byCaller, fin: fin, fail: fail}
+	m := msg[K, I, O]{op: opRelease, key: w.key, worker: byCaller, w: w, fin: fin, fail: fail}
 	if fail != nil {
 		m.order = s.f.pauses.next()
 	}

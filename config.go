@@ -38,7 +38,18 @@ type Config[K comparable, I any] struct {
 	MaxQueued          int           // inputs waiting across all keys; 0: DefaultMaxQueued
 	MaxQueuedWeight    int64         // their total weight; 0: no limit; < 0: invalid
 	DirectCalls        bool          // with MaxBatchDelay 0, an idle key's caller makes the call itself
-	MaxCallsPerKey     int           // calls of one key in flight at once, batched and direct; 0: 1; < 0: invalid
+
+	// MaxCallsPerKey is the most calls of one key in flight at once,
+	// batched and direct together. With N > 1 a key's lane is taken again
+	// while fewer than N of its calls are in flight, each batch still in rank
+	// and arrival order. A direct call claims a key with no input waiting
+	// and fewer than N calls in flight. So a slow call holds only its own
+	// callers. A key's calls may then end in any order, and so may their
+	// completions: done and OnBatch run as each call ends, and may overlap.
+	// New refuses N > 1 with Retry or PauseOnError, which keep a key's order
+	// through its failures. For reads: see the load package. 0: 1, one call
+	// per key; < 0: invalid.
+	MaxCallsPerKey int
 
 	OnBatch         func(Batch[K]) // nil: none. Called after every call, off the loop: see Batch. Close from it returns at once; Flush, Shutdown fail
 	CallTimeout     time.Duration  // 0: none. A call's context ends this long after it starts (ErrCallTimeout); < 0: invalid
@@ -189,8 +200,18 @@ func (cfg Config[K, I]) limits() (limits, int, error) {
 		queued:       cmp.Or(cfg.MaxQueued, DefaultMaxQueued),
 		queuedWeight: cfg.MaxQueuedWeight,
 		direct:       cfg.DirectCalls,
+		calls:        cmp.Or(cfg.MaxCallsPerKey, 1),
 	}
 	workers := cmp.Or(cfg.MaxInFlightBatches, DefaultMaxInFlightBatches)
+	for _, c := range []struct {
+		name string
+		on   bool
+	}{{"Retry", cfg.Retry != nil}, {"PauseOnError", cfg.PauseOnError}} {
+		if c.on && lim.calls > 1 {
+			return limits{}, 0, fmt.Errorf("ferry: Config.%s is set with MaxCallsPerKey %d: it keeps a key's order "+
+				"through failures, which several calls per key in flight do not have", c.name, lim.calls)
+		}
+	}
 	if cfg.OnPause != nil && !cfg.PauseOnError {
 		return limits{}, 0, errors.New("ferry: Config.OnPause is set without PauseOnError, which alone pauses keys")
 	}
@@ -207,7 +228,7 @@ func (cfg Config[K, I]) limits() (limits, int, error) {
 // goroutine that made the call: after its callers are answered (Submits' done
 // too) and before a direct call's Do returns. For one key, OnBatch and the
 // Submits' done run one at a time, in the order of the calls, a direct
-// call's too. A slow OnBatch holds that goroutine (a worker, and one of
+// call's too (not with MaxCallsPerKey > 1: as each call ends). A slow OnBatch holds that goroutine (a worker, and one of
 // MaxInFlightBatches) and the key's later completions, not the key's calls;
 // Flush and Close wait for it. A panic in OnBatch is recovered and counted in
 // Stats.OnBatchPanics; OnBatch must not call runtime.Goexit. Close from

@@ -12,8 +12,8 @@ import "context"
 // released whose OnBatch runs, by their fin; the count of claims; and the
 // goroutines closing an unused claim's fin (see endClaim). loop: its methods
 // run on the shard's loop goroutine.
-type directs[K comparable] struct {
-	calls   peakMap[K, directCall]
+type directs[K comparable, I, O any] struct {
+	calls   peakMap[*waiter[K, I, O], directCall[K]] // by the call's input: a key may have several
 	reports peakMap[chan struct{}, reported[K]]
 	claims  uint64 // direct calls claimed
 	chains  int    // goroutines closing an unused claim's fin, which the loop waits for
@@ -22,8 +22,9 @@ type directs[K comparable] struct {
 // directCall is a direct call in flight: its claim's number and, once it
 // runs, how to cancel it; with OnBatch, its place among its key's
 // completions (see completions). It has no methods; the loop owns it.
-type directCall struct {
+type directCall[K comparable] struct {
 	n          uint64
+	key        K
 	cancel     context.CancelCauseFunc
 	after, fin chan struct{}
 }
@@ -35,36 +36,34 @@ type reported[K comparable] struct {
 	key K
 }
 
-// claim records a claim of key, with its place among the key's completions
-// (after, fin), and returns it.
-func (d *directs[K]) claim(key K, after, fin chan struct{}) directCall {
+// claim records a claim of w's key, with its place among the key's
+// completions (after, fin).
+func (d *directs[K, I, O]) claim(w *waiter[K, I, O], after, fin chan struct{}) {
 	d.claims++
-	c := directCall{n: d.claims, after: after, fin: fin}
-	d.calls.put(key, c)
-	return c
+	d.calls.put(w, directCall[K]{n: d.claims, key: w.key, after: after, fin: fin})
 }
 
-// started records how to cancel key's direct call.
-func (d *directs[K]) started(key K, cancel context.CancelCauseFunc) {
-	c := d.calls.get(key)
+// started records how to cancel w's direct call.
+func (d *directs[K, I, O]) started(w *waiter[K, I, O], cancel context.CancelCauseFunc) {
+	c := d.calls.get(w)
 	c.cancel = cancel
-	d.calls.put(key, c)
+	d.calls.put(w, c)
 }
 
-// end forgets key's direct call, released, and returns it; with fin set,
-// its OnBatch runs, and it is kept until its report.
-func (d *directs[K]) end(key K, fin chan struct{}) directCall {
-	c := d.calls.get(key)
-	d.calls.del(key)
+// end forgets w's direct call, released, and returns it; with fin set, its
+// OnBatch runs, and it is kept until its report.
+func (d *directs[K, I, O]) end(w *waiter[K, I, O], fin chan struct{}) directCall[K] {
+	c := d.calls.get(w)
+	d.calls.del(w)
 	if fin != nil {
-		d.reports.put(fin, reported[K]{c.n, key})
+		d.reports.put(fin, reported[K]{c.n, c.key})
 	}
 	return c
 }
 
 // report forgets the direct call whose OnBatch has returned, named by its
 // fin, and returns it.
-func (d *directs[K]) report(fin chan struct{}) reported[K] {
+func (d *directs[K, I, O]) report(fin chan struct{}) reported[K] {
 	r := d.reports.get(fin)
 	d.reports.del(fin)
 	return r
@@ -72,14 +71,14 @@ func (d *directs[K]) report(fin chan struct{}) reported[K] {
 
 // inFlight is how many a Flush round waits for: the calls in flight and
 // those whose OnBatch runs.
-func (d *directs[K]) inFlight() int { return d.calls.len() + d.reports.len() }
+func (d *directs[K, I, O]) inFlight() int { return d.calls.len() + d.reports.len() }
 
 // pending reports whether the loop's end waits for them: an OnBatch that
 // runs, or an unused claim's fin still to close.
-func (d *directs[K]) pending() bool { return d.reports.len() > 0 || d.chains > 0 }
+func (d *directs[K, I, O]) pending() bool { return d.reports.len() > 0 || d.chains > 0 }
 
 // cancels appends the cancels of the calls that run to buf.
-func (d *directs[K]) cancels(buf []context.CancelCauseFunc) []context.CancelCauseFunc {
+func (d *directs[K, I, O]) cancels(buf []context.CancelCauseFunc) []context.CancelCauseFunc {
 	for _, c := range d.calls.all() {
 		if c.cancel != nil {
 			buf = append(buf, c.cancel)
@@ -137,20 +136,20 @@ func (c *completions[K]) all() []chan struct{} {
 	return cs
 }
 
-// directStarted records how to cancel key's direct call, which runs now, or
+// directStarted records how to cancel w's direct call, which runs now, or
 // cancels it at once if the ferry is closing.
-func (l *loop[K, I, O]) directStarted(key K, cancel context.CancelCauseFunc) {
+func (l *loop[K, I, O]) directStarted(w *waiter[K, I, O], cancel context.CancelCauseFunc) {
 	if l.life.closing {
 		l.out.cancels = append(l.out.cancels, cancel) // see close
 		return
 	}
-	l.directs.started(key, cancel)
+	l.directs.started(w, cancel)
 }
 
 // endDirect forgets m.key's direct call, released, or keeps it until its
 // OnBatch is reported (m.fin set).
 func (l *loop[K, I, O]) endDirect(m msg[K, I, O]) {
-	d := l.directs.end(m.key, m.fin)
+	d := l.directs.end(m.w, m.fin)
 	if m.fin != nil { // its OnBatch runs now: a Flush and the end wait for its report
 		return
 	}
@@ -165,7 +164,7 @@ func (l *loop[K, I, O]) endDirect(m msg[K, I, O]) {
 // next completions wait for its earlier ones. Close's notifier may wait on
 // d.fin already: it is closed once those are over, now if there are none,
 // else on a goroutine of its own (chainFin), which the loop waits for.
-func (l *loop[K, I, O]) endClaim(key K, d directCall) {
+func (l *loop[K, I, O]) endClaim(key K, d directCall[K]) {
 	l.order.unplace(key, d.after, d.fin)
 	if d.after == nil {
 		close(d.fin)
@@ -189,10 +188,14 @@ func (l *loop[K, I, O]) reported(fin chan struct{}) {
 func (l *loop[K, I, O]) claim(w *waiter[K, I, O]) {
 	l.tally.DirectCalls++
 	var after, fin chan struct{}
-	if l.f.onBatch != nil { // its OnBatch comes after the key's last completions
+	switch {
+	case l.f.onBatch == nil:
+	case l.lim.calls == 1: // its OnBatch comes after the key's last completions
 		after, fin = l.order.place(w.key)
-		w.after, w.fin = after, fin
+	default: // no order: fin only names the call's report
+		fin = make(chan struct{})
 	}
-	l.directs.claim(w.key, after, fin)
+	w.after, w.fin = after, fin
+	l.directs.claim(w, after, fin)
 	w.c <- result[O]{err: errClaimed}
 }

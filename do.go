@@ -44,7 +44,7 @@ func abandon[K comparable, I, O any](ctx context.Context, s *shard[K, I, O], w *
 		s.f.pools.putDo(w)
 		return zero, dropErr(ctx)
 	case r.err == errClaimed:
-		s.send(msg[K, I, O]{op: opRelease, key: w.key, worker: byCaller})
+		s.send(msg[K, I, O]{op: opRelease, key: w.key, worker: byCaller, w: w})
 		return zero, dropErr(ctx)
 	case r.err == errKept:
 		return zero, ctxErr(ctx)

@@ -254,15 +254,17 @@ func TestDirectCallsMapShrinks(t *testing.T) {
 	f := &Ferry[int, int, int]{lim: lim}
 	l := newLoop(&shard[int, int, int]{f: f}, lim, 0, 0, 0)
 	const n = 20_000
+	ws := make([]*waiter[int, int, int], n)
 	for k := range n {
 		w := &waiter[int, int, int]{key: k, weight: 1, c: make(chan result[int], 1)}
+		ws[k] = w
 		l.handle(msg[int, int, int]{op: opAdmit, w: w}, t0)
 		require.Equal(t, errClaimed, (<-w.c).err)
-		l.handle(msg[int, int, int]{op: opStart, key: k, cancel: func(error) {}}, t0)
+		l.handle(msg[int, int, int]{op: opStart, key: k, w: w, cancel: func(error) {}}, t0)
 	}
 	require.Equal(t, n, l.directs.calls.len())
 	for k := range n - 1 {
-		l.handle(msg[int, int, int]{op: opRelease, key: k, worker: byCaller}, t0)
+		l.handle(msg[int, int, int]{op: opRelease, key: k, worker: byCaller, w: ws[k]}, t0)
 	}
 	assert.Equal(t, 1, l.directs.calls.len())
 	assert.LessOrEqual(t, l.directs.calls.peak, shrinkLanes, "rebuilt since the peak of %d", n)

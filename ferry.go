@@ -181,8 +181,8 @@ func (f *Ferry[K, I, O]) Do(ctx context.Context, in I) (O, error) {
 // (a 202).
 //
 // Submit never makes a direct call. done runs on the worker that ran the call, after the
-// batch's Do and DoMany callers are answered (its key is free by then). For one key the dones run
-// one at a time, in the order of their inputs, never overlapping a later batch's: a later batch's
+// batch's Do and DoMany callers are answered (its key is free by then). With MaxCallsPerKey 1, a
+// key's dones run one at a time, in input order, never overlapping a later batch's: a later batch's
 // call runs, and its Do callers are answered, but its dones (and OnBatch) wait. So a slow done
 // holds its worker, and with it one of the MaxInFlightBatches, and the key's later completions
 // (the worker of each later batch of the key with a done or OnBatch), not the key's calls. At

@@ -25,12 +25,12 @@ type ferryRun struct {
 	cfg Config[any, in]
 
 	mu      sync.Mutex
-	modes   map[int]int  // by input id, how the call of a batch led by it behaves: see call
-	exited  map[int]bool // inputs that led a call that ran runtime.Goexit
-	busy    map[string]bool
-	gaveUp  map[int]bool // inputs whose caller returned with its context's error
-	ok      map[int]bool // inputs that a call answered with their output
-	closed  bool         // Close was called and has been taken in by the loop
+	modes   map[int]int    // by input id, how the call of a batch led by it behaves: see call
+	exited  map[int]bool   // inputs that led a call that ran runtime.Goexit
+	busy    map[string]int // by key, its calls in flight
+	gaveUp  map[int]bool   // inputs whose caller returned with its context's error
+	ok      map[int]bool   // inputs that a call answered with their output
+	closed  bool           // Close was called and has been taken in by the loop
 	calls   int
 	inCalls int
 	bad     []string
@@ -131,10 +131,10 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	if r.closed {
 		r.fail("a call for %s started after Close", key)
 	}
-	if r.busy[key] {
-		r.fail("two calls in flight for %s", key)
+	if r.busy[key] >= max(1, r.cfg.MaxCallsPerKey) {
+		r.fail("%d calls in flight for %s, MaxCallsPerKey %d", r.busy[key]+1, key, r.cfg.MaxCallsPerKey)
 	}
-	r.busy[key] = true
+	r.busy[key]++
 	var w int64
 	for i, x := range ins {
 		w += x.W
@@ -163,7 +163,7 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	}
 	mode := r.modes[ins[0].ID]
 	retry := (r.cfg.Retry != nil || r.cfg.HoldPaused) && r.checkRetry(key, ins)
-	if !retry {
+	if !retry && r.cfg.MaxCallsPerKey < 2 { // several calls of a key start in any order
 		r.checkOrder(key, ins)
 	}
 	for _, x := range ins {
@@ -185,7 +185,7 @@ func (r *ferryRun) call(ctx context.Context, k any, ins []in) ([]int, error) {
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
-		r.busy[key] = false
+		r.busy[key]--
 		if !direct {
 			r.flying--
 		}
@@ -571,7 +571,11 @@ func runFerry(t *testing.T, data []byte) {
 	cfg.MaxBatchSize = 1 + b.next()%4
 	cfg.MaxBatchWeight = small(b.next(), 7)
 	cfg.MaxBatchDelay = []time.Duration{0, time.Millisecond, 5 * time.Millisecond, math.MaxInt64}[b.next()%4]
-	cfg.MaxInFlightBatches = 1 + b.next()%3
+	v := b.next()
+	cfg.MaxInFlightBatches = 1 + v%3
+	if v >= 240 { // several calls per key in flight
+		cfg.MaxCallsPerKey = 2 + v/3%3
+	}
 	cfg.MaxQueued = 1 + b.next()%8
 	cfg.MaxQueuedWeight = small(b.next(), 13)
 	cfg.DirectCalls = b.next()%2 == 1
@@ -590,7 +594,7 @@ func runFerry(t *testing.T, data []byte) {
 		cfg.Shards = 2 + int(more>>3)%7
 		cfg.MaxInFlightBatches = max(cfg.MaxInFlightBatches, cfg.Shards)
 	}
-	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]bool{}, gaveUp: map[int]bool{}, ok: map[int]bool{},
+	r := &ferryRun{t: t, cfg: cfg, modes: map[int]int{}, exited: map[int]bool{}, busy: map[string]int{}, gaveUp: map[int]bool{}, ok: map[int]bool{},
 		owner: map[int]int{}, cancelled: map[int]bool{}, made: map[made]int{}, closeErr: make(chan error, 1), returned: map[int]bool{},
 		tries: map[int]int{}, failed: map[string][]int{}, retrying: map[string][]int{},
 		called: map[int]bool{}, last: map[string]map[int64]int{}, many: map[int]bool{}, back: map[int]bool{},
@@ -612,6 +616,10 @@ func runFerry(t *testing.T, data []byte) {
 			cfg.OnPause = r.onPause
 			r.resumeOnPause = more&32 != 0
 		}
+	}
+	if cfg.MaxCallsPerKey > 1 { // New refuses what keeps a key's order through failures
+		cfg.Retry, cfg.PauseOnError, cfg.HoldPaused, cfg.OnPause = nil, false, false, nil
+		r.cfg = cfg
 	}
 	f, err := New(r.call, cfg)
 	if err != nil {

@@ -42,7 +42,11 @@ func fuzzLimits(r *bytes) limits {
 		batchWeight:  small(r.next(), 9),
 		queued:       1 + r.next()%12,
 		queuedWeight: small(r.next(), 21),
-		direct:       r.next()%2 == 1,
+	}
+	d := r.next()
+	lim.direct = d%2 == 1
+	if d >= 240 { // several calls per key in flight
+		lim.calls = 2 + int(d/2%3)
 	}
 	if lim.batchSize == 5 {
 		lim.batchSize = math.MaxInt
@@ -99,11 +103,20 @@ func checkState[K comparable, E any](s *state[K, E]) error {
 		if l.held && l.phase != phaseParked {
 			return fmt.Errorf("lane %v: held but not parked", k)
 		}
+		busy += l.calls
+		if l.calls < 0 || l.calls > s.lim.calls || l.calls > 0 && l.cont {
+			return fmt.Errorf("lane %v: %d calls in flight of %d, continuation %v", k, l.calls, s.lim.calls, l.cont)
+		}
+		if l.calls == s.lim.calls && (l.phase == phaseReady || l.phase == phaseWaiting) {
+			return fmt.Errorf("lane %v: in line with no call to spare", k)
+		}
 		switch l.phase {
 		case phaseBusy:
-			busy++
-			if l.cont {
-				return fmt.Errorf("lane %v: busy and holding a continuation", k)
+			if l.cont || l.calls == 0 {
+				return fmt.Errorf("lane %v: busy with %d calls, continuation %v", k, l.calls, l.cont)
+			}
+			if n > 0 && l.calls < s.lim.calls && !s.closed {
+				return fmt.Errorf("lane %v: busy with %d inputs and a call to spare", k, n)
 			}
 		case phaseReady:
 			nready++
@@ -265,8 +278,8 @@ func runState(t *testing.T, data []byte) {
 				t.Fatalf("step %d: %s, model says %s %v %v", step, what, mkey, mbatch, mok)
 			}
 			if ok {
-				if slices.Contains(busy, key) {
-					t.Fatalf("step %d: took %s while it was busy", step, key)
+				if n := count(busy, key); n >= max(1, lim.calls) {
+					t.Fatalf("step %d: took %s with %d calls in flight", step, key, n)
 				}
 				switch {
 				case cont != held:
@@ -306,7 +319,7 @@ func runState(t *testing.T, data []byte) {
 				t.Fatalf("step %d: %s (entry %d), model says %v", step, what, got, mok)
 			}
 		case 10: // a failed call parks its key with its continuation, for an extreme backoff too
-			if len(busy) == 0 {
+			if len(busy) == 0 || lim.calls > 1 { // New refuses Retry and PauseOnError with several calls per key
 				continue
 			}
 			i := r.next() % len(busy)
@@ -415,6 +428,17 @@ func runState(t *testing.T, data []byte) {
 			t.Fatalf("step %d after %s: earliest %v %v, model %v %v", step, what, gt, gok, mt, mok)
 		}
 	}
+}
+
+// count is how many times k is in ks.
+func count(ks []string, k string) int {
+	n := 0
+	for _, x := range ks {
+		if x == k {
+			n++
+		}
+	}
+	return n
 }
 
 // held is room a DoMany over several rooms holds in this one.

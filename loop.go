@@ -35,7 +35,7 @@ type loop[K comparable, I, O any] struct {
 	waits   waiting[K, I, O]   // admissions waiting for room (wait.go)
 	parks   parked[K, I, O]    // batches parked for a retry, or held (park.go)
 	pauses  pausing[K, I, O]   // paused keys, and their notifiers (pause.go)
-	directs directs[K]         // direct calls in flight (direct.go)
+	directs directs[K, I, O]   // direct calls in flight (direct.go)
 	order   completions[K]     // each key's order of completions (direct.go)
 	rounds  rounds             // Flushes (rounds.go)
 	share   share[K, I, O]     // the room the shards share (share.go)
@@ -65,6 +65,7 @@ type lifecycle[K comparable, I, O any] struct {
 
 func newLoop[K comparable, I, O any](s *shard[K, I, O], lim limits, most, own int, me int) *loop[K, I, O] {
 	f := s.f
+	lim.calls = max(1, lim.calls)
 	l := &loop[K, I, O]{
 		f:      f,
 		s:      s,
@@ -203,7 +204,7 @@ func (l *loop[K, I, O]) handle(m msg[K, I, O], now time.Duration) {
 	case opDropMany:
 		l.dropPart(m.g, m.part, now)
 	case opStart:
-		l.directStarted(m.key, m.cancel)
+		l.directStarted(m.w, m.cancel)
 	case opRelease:
 		l.release(m, now)
 	case opIdle:
@@ -376,7 +377,7 @@ func (l *loop[K, I, O]) release(m msg[K, I, O], now time.Duration) {
 	if m.worker != byCaller {
 		if fl := l.slots.workers[m.worker].fl; fl.cancel != nil {
 			fl.cancel(nil) // the call is over: free its context
-			fl.cancel = nil
+			fl.tag, fl.live, fl.cancel = 0, 0, nil
 		}
 	} else {
 		l.endDirect(m)
@@ -485,7 +486,7 @@ func (l *loop[K, I, O]) take(now time.Duration) bool {
 			}
 			fl.owe = l.rounds.owe(n)
 		}
-		if l.f.onBatch != nil || hasSubmit(batch) { // its completions come after the key's last
+		if l.lim.calls == 1 && (l.f.onBatch != nil || hasSubmit(batch)) { // its completions come after the key's last
 			fl.after, fl.fin = l.order.place(key)
 		}
 		if l.f.cancelAbandoned { // after the round's look at the tickets

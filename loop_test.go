@@ -437,10 +437,10 @@ func TestLoopDirect(t *testing.T) {
 	require.NotNil(t, a.fin, "with OnBatch its completions take a place")
 	assert.Nil(t, a.after, "first of its key")
 	cancelled := 0
-	l.receive(tm{op: opStart, key: "a", cancel: func(error) { cancelled++ }})
+	l.receive(tm{op: opStart, key: "a", w: a, cancel: func(error) { cancelled++ }})
 	f1 := make(chan error, 1)
 	l.receive(tm{op: opFlush, flushed: f1})
-	l.receive(tm{op: opRelease, key: "a", worker: byCaller, fin: a.fin})
+	l.receive(tm{op: opRelease, key: "a", worker: byCaller, w: a, fin: a.fin})
 	assert.Empty(t, f1, "its OnBatch is to come")
 	assert.Equal(t, 1, l.directs.reports.len())
 	close(a.fin)
@@ -454,14 +454,14 @@ func TestLoopDirect(t *testing.T) {
 	b, b2 := ltDo("b"), ltDo("b")
 	l.receive(tm{op: opAdmit, w: b})
 	require.Equal(t, errClaimed, word(t, b.c))
-	l.receive(tm{op: opStart, key: "b", cancel: func(error) { cancelled++ }})
+	l.receive(tm{op: opStart, key: "b", w: b, cancel: func(error) { cancelled++ }})
 	l.receive(tm{op: opAdmit, w: b2})
 	noWord(t, b2.c, "joins the busy key's lane")
 	l.handle(tm{op: opClose}, t0)
 	assert.Len(t, l.out.cancels, 1, "the direct call in flight, cancelled from the outbox")
 	l.out.cancels = l.out.cancels[:0] // not sent: it would run on a goroutine
 	assert.Equal(t, ErrClosed, word(t, b2.c))
-	l.handle(tm{op: opStart, key: "c", cancel: func(error) { cancelled++ }}, t0)
+	l.handle(tm{op: opStart, key: "c", w: ltDo("c"), cancel: func(error) { cancelled++ }}, t0)
 	assert.Len(t, l.out.cancels, 1, "a direct call that starts as the ferry closes")
 	l.out.cancels = l.out.cancels[:0]
 	assert.Zero(t, cancelled)
@@ -474,12 +474,18 @@ func TestLoopDirect(t *testing.T) {
 // wake-up and the other's share reads need for it.
 func TestLoopNeedIsWhatTheCoreTakes(t *testing.T) {
 	keys := []string{"a", "b", "c", "d"}
+	claimed := map[*tl]map[string]*tw{} // by loop, the Do that claimed each key busy
 	history := func(l *tl, r *rand.Rand) {
+		claimed[l] = map[string]*tw{}
 		for range r.IntN(12) {
 			k := keys[r.IntN(len(keys))]
 			switch r.IntN(3) {
 			case 0:
-				l.handle(tm{op: opAdmit, w: ltDo(k)}, t0)
+				w := ltDo(k)
+				l.handle(tm{op: opAdmit, w: w}, t0)
+				if len(w.c) > 0 && (<-w.c).err == errClaimed {
+					claimed[l][k] = w
+				}
 			case 1:
 				l.handle(tm{op: opAdmit, w: ltSub(k)}, t0)
 			default:
@@ -491,7 +497,7 @@ func TestLoopNeedIsWhatTheCoreTakes(t *testing.T) {
 				if r.IntN(2) == 0 && ln.items.len() == 0 { // pauses k, answering no Submit
 					fail = errBoom
 				}
-				l.handle(tm{op: opRelease, key: k, worker: byCaller, fail: fail}, t0)
+				l.handle(tm{op: opRelease, key: k, worker: byCaller, w: claimed[l][k], fail: fail}, t0)
 			}
 		}
 	}
@@ -525,7 +531,7 @@ func TestLoopNeedIsWhatTheCoreTakes(t *testing.T) {
 				if ln == nil || ln.phase != phaseBusy {
 					continue
 				}
-				m = tm{op: opRelease, key: k, worker: byCaller}
+				m = tm{op: opRelease, key: k, worker: byCaller, w: claimed[l][k]}
 			}
 			ms = append(ms, m)
 			l.handle(m, t0)
@@ -698,7 +704,7 @@ func TestLoopHold(t *testing.T) {
 	a := ltDo("a")
 	l.receive(tm{op: opAdmit, w: a})
 	require.Equal(t, errClaimed, word(t, a.c))
-	l.receive(tm{op: opRelease, key: "a", worker: byCaller, fail: errBoom, order: 1})
+	l.receive(tm{op: opRelease, key: "a", worker: byCaller, w: a, fail: errBoom, order: 1})
 	assert.Equal(t, 1, l.stats().Paused)
 	assert.Equal(t, 1, l.stats().Parked)
 	a2 := ltDo("a")
@@ -721,7 +727,7 @@ func TestLoopHold(t *testing.T) {
 	l.receive(tm{op: opAdmit, w: b}) // claims b
 	require.Equal(t, errClaimed, word(t, b.c))
 	l.receive(tm{op: opAdmit, w: b2})
-	l.receive(tm{op: opRelease, key: "b", worker: byCaller})
+	l.receive(tm{op: opRelease, key: "b", worker: byCaller, w: b})
 	jb, id := nextJob(t, l)
 	require.Equal(t, []*tw{b2}, jb.fl.batch)
 	h := &flight[string, in, int]{key: "b", batch: []*tw{b2}, ctx: jb.fl.ctx, outs: make([]int, 1),

@@ -56,7 +56,7 @@ type msg[K comparable, I, O any] struct {
 	fail    error                   // opRelease, opPark, with PauseOnError: the call failed for good with it, which pauses m.key
 	order   uint64                  // with fail: the failure's place among the ferry's, by its stamp (see counter)
 	fin     chan struct{}           // opRelease byCaller, opReported, opNotified: the fin of the completions it tells of
-	w       *waiter[K, I, O]        // opAdmit, opDrop: the input
+	w       *waiter[K, I, O]        // opAdmit, opDrop, and opStart, opRelease from a direct call: the input
 	g       *group[K, I, O]         // the DoMany of a part's message (opAdmitMany, opEarmark, opUnearmark, opDropMany, opBorrowWait, opLeave)
 	word    chan result[O]          // opLeave from a Submit: the channel of its admission word, which names it
 	stats   chan Stats              // opStats: the reply, capacity 1

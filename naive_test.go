@@ -38,7 +38,7 @@ type mitem struct {
 type mlane struct {
 	key      string
 	items    []mitem // ascending rank, ties in arrival order
-	busy     bool
+	calls    int     // calls in flight, batched and direct: at most calls() of them
 	waiting  bool
 	parked   bool // until due, holding cont
 	ever     bool // parked with no deadline (hold): until unpark or drain
@@ -152,8 +152,12 @@ func (m *model) admit(key string, weight, rank int64, at, now time.Duration, e i
 	if weight > orMax(m.lim.queuedWeight) {
 		return rejectedHeavy
 	}
-	if m.lane(key) == nil && m.lim.direct && m.lim.delay == 0 {
-		m.lanes = append(m.lanes, &mlane{key: key, busy: true})
+	if l := m.lane(key); m.lim.direct && m.lim.delay == 0 && (l == nil || len(l.items) == 0 && l.calls < m.calls() && !l.held) {
+		if l == nil { // a key with no input waiting and a call to spare is claimed
+			l = &mlane{key: key}
+			m.lanes = append(m.lanes, l)
+		}
+		l.calls++
 		m.busy++
 		return claimed
 	}
@@ -247,6 +251,8 @@ func (m *model) enter(key string, weight, rank int64, at, now time.Duration, e i
 	switch {
 	case fresh:
 		m.place(l, now)
+	case !l.waiting && !m.isReady(l) && !l.parked && !l.held && l.calls < m.calls():
+		m.place(l, now) // a call to spare: it goes again
 	case l.waiting && m.full(l):
 		m.promote(now)
 		if l.waiting {
@@ -283,7 +289,7 @@ func (m *model) take(now time.Duration) (string, []int, bool) {
 	}
 	l := m.lane(m.ready[0])
 	m.ready = m.ready[1:]
-	l.busy = true
+	l.calls++
 	m.busy++
 	if l.held { // the continuation alone, first
 		l.held = false
@@ -298,22 +304,29 @@ func (m *model) take(now time.Duration) (string, []int, bool) {
 		m.weight -= it.weight
 	}
 	l.items = slices.Delete(l.items, 0, n)
+	if len(l.items) > 0 && l.calls < m.calls() {
+		m.place(l, now) // a call to spare: the rest go again
+	}
 	return l.key, batch, true
 }
 
+// calls is the most calls of a key in flight at once.
+func (m *model) calls() int { return max(1, m.lim.calls) }
+
 func (m *model) release(key string, now time.Duration) {
 	l := m.lane(key)
-	if l == nil || !l.busy {
+	if l == nil || l.calls == 0 {
 		panic(fmt.Sprintf("model: release of %q, not busy", key))
 	}
-	l.busy = false
+	l.calls--
 	m.busy--
 	m.promote(now)
-	if len(l.items) == 0 {
+	switch {
+	case len(l.items) == 0 && l.calls == 0:
 		m.remove(l)
-		return
+	case len(l.items) > 0 && !l.waiting && !m.isReady(l):
+		m.place(l, now)
 	}
-	m.place(l, now)
 }
 
 func (m *model) drop(key string, e int, now time.Duration) bool {
@@ -329,8 +342,11 @@ func (m *model) drop(key string, e int, now time.Duration) bool {
 	m.weight -= l.items[i].weight
 	l.items = slices.Delete(l.items, i, i+1)
 	switch {
-	case len(l.items) == 0 && !l.busy && !l.held:
+	case len(l.items) == 0 && l.calls == 0 && !l.held:
 		m.remove(l)
+	case len(l.items) == 0 && !l.held: // calls in flight: out of line
+		l.waiting = false
+		m.ready = slices.DeleteFunc(m.ready, func(k string) bool { return k == l.key })
 	case l.waiting:
 		l.due = m.deadline(l)
 	case m.isReady(l) && !l.held && m.lim.delay > 0 && !m.shuttingDown && !m.full(l) && m.deadline(l) > now:
@@ -353,8 +369,12 @@ func (m *model) clearLane(key string) []int {
 		m.weight -= it.weight
 	}
 	l.items = nil
-	if !l.busy && !l.held {
+	switch {
+	case l.calls == 0 && !l.held:
 		m.remove(l)
+	case !l.held: // calls in flight: out of line
+		l.waiting = false
+		m.ready = slices.DeleteFunc(m.ready, func(k string) bool { return k == l.key })
 	}
 	return out
 }
@@ -398,7 +418,7 @@ func (m *model) drain() []int {
 	for _, it := range all {
 		out = append(out, it.entry)
 	}
-	m.lanes = slices.DeleteFunc(m.lanes, func(l *mlane) bool { return !l.busy && !l.held })
+	m.lanes = slices.DeleteFunc(m.lanes, func(l *mlane) bool { return l.calls == 0 && !l.held })
 	m.ready = ready
 	m.queued, m.weight = 0, 0
 	return out
@@ -408,10 +428,10 @@ func (m *model) drain() []int {
 // waits in its lane until now+d, exactly (saturated), or at once.
 func (m *model) park(key string, c int, d, now time.Duration) {
 	l := m.lane(key)
-	if l == nil || !l.busy {
+	if l == nil || l.calls == 0 {
 		panic(fmt.Sprintf("model: park of %q, not busy", key))
 	}
-	l.busy, l.held, l.cont = false, true, c
+	l.calls, l.held, l.cont = l.calls-1, true, c
 	m.busy--
 	m.conts++
 	m.promote(now)
@@ -431,10 +451,10 @@ func (m *model) park(key string, c int, d, now time.Duration) {
 // in its lane until unpark or drain, however late.
 func (m *model) parkHeld(key string, c int) {
 	l := m.lane(key)
-	if l == nil || !l.busy {
+	if l == nil || l.calls == 0 {
 		panic(fmt.Sprintf("model: parkHeld of %q, not busy", key))
 	}
-	l.busy, l.held, l.cont = false, true, c
+	l.calls, l.held, l.cont = l.calls-1, true, c
 	m.busy--
 	m.conts++
 	if m.closed {

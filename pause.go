@@ -212,7 +212,8 @@ func (l *loop[K, I, O]) hold(key K, h, fl *flight[K, I, O], failure error, order
 		}
 		if fl.cancel != nil { // CancelAbandoned: a late drop of an input answered now counts for nothing
 			l.parks.tags++
-			h.cancel, h.tag, fl.cancel = fl.cancel, inFlight(0, 1<<62|l.parks.tags).seq, nil
+			h.cancel, h.tag = fl.cancel, inFlight(0, 1<<62|l.parks.tags).seq
+			fl.tag, fl.live, fl.cancel = 0, 0, nil
 			for _, w := range h.batch {
 				w.tk = ticket{rank: w.tk.rank, seq: h.tag}
 				if !w.gone {

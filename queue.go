@@ -2,10 +2,24 @@ package ferry
 
 import (
 	"math"
+	"time"
 
 	"github.com/gammazero/deque"
 	"github.com/google/btree"
 )
+
+// item is one waiting input. Items are ordered by (rank, seq) in their lane.
+type item[E any] struct {
+	rank   int64
+	seq    uint64
+	at     time.Duration // submission time, since the origin; 0 with zero delay
+	weight int64
+	entry  E
+}
+
+func itemLess[E any](a, b item[E]) bool {
+	return a.rank < b.rank || a.rank == b.rank && a.seq < b.seq
+}
 
 // queue holds one lane's items in ascending (rank, seq), as part of the core.
 //

@@ -3,8 +3,6 @@ package ferry
 import (
 	"cmp"
 	"fmt"
-	"iter"
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -21,6 +19,7 @@ type limits struct {
 	queued       int           // inputs waiting across all keys, > 0
 	queuedWeight int64         // their total weight; 0: no limit but MaxInt64's, as above
 	direct       bool          // claim idle keys when delay is 0
+	calls        int           // calls of a key in flight at once, >= 1 (newState makes 0 one)
 }
 
 // budget is an amount of room, inputs and weight; holds runs on any goroutine.
@@ -54,20 +53,11 @@ type ticket struct {
 	seq  uint64
 }
 
-// item is one waiting input. Items are ordered by (rank, seq) in their lane.
-type item[E any] struct {
-	rank   int64
-	seq    uint64
-	at     time.Duration // submission time, since the origin; 0 with zero delay
-	weight int64
-	entry  E
-}
-
 // phase is where a lane stands in the state diagram.
 type phase uint8
 
 const (
-	phaseBusy    phase = iota + 1 // a call is in flight; never in ready or waiting
+	phaseBusy    phase = iota + 1 // calls in flight, and none to spare or no input: out of line
 	phaseReady                    // in the ready line
 	phaseWaiting                  // in the waiting tree until its deadline
 	phaseParked                   // holds a continuation, in the parks tree until its deadline (held: in none)
@@ -79,6 +69,7 @@ type lane[K comparable, E any] struct {
 	items  queue[E] // by (rank, seq)
 	weight int64    // total weight of items
 	phase  phase
+	calls  int           // its calls in flight, batched and direct: lim.calls at most
 	ref    uint64        // its place in the schedule: see schedule
 	due    time.Duration // while waiting or parked: its deadline, since the origin
 	cont   bool          // it holds a continuation: parked, or ready to hand it out
@@ -123,53 +114,10 @@ type state[K comparable, E any] struct {
 	itemsFree *btree.FreeListG[item[E]] // nodes for lanes whose ranks arrive out of order
 }
 
-// peakMap is a map that rebuilds itself once it holds a quarter of its peak
-// or less, a peak past shrinkLanes. Its zero value is empty. Its methods run
-// on the goroutine that owns it: a loop, for the core's lanes and the loop's.
-type peakMap[K comparable, V any] struct {
-	m    map[K]V
-	peak int
-}
-
-// shrinkLanes is the peak past which a peakMap shrinks.
-const shrinkLanes = 1024
-
-// get returns k's value, or the zero value.
-func (p *peakMap[K, V]) get(k K) V { return p.m[k] }
-
-// lookup returns k's value and whether k is there.
-func (p *peakMap[K, V]) lookup(k K) (V, bool) {
-	v, ok := p.m[k]
-	return v, ok
-}
-
-// put sets k's value.
-func (p *peakMap[K, V]) put(k K, v V) {
-	if p.m == nil {
-		p.m = make(map[K]V)
-	}
-	p.m[k] = v
-	p.peak = max(p.peak, len(p.m))
-}
-
-// del deletes k, if it is there, and shrinks the map as peakMap says.
-func (p *peakMap[K, V]) del(k K) {
-	delete(p.m, k)
-	if p.peak > shrinkLanes && len(p.m) <= p.peak/4 {
-		p.m = maps.Clone(p.m)
-		p.peak = len(p.m)
-	}
-}
-
-// len is the number of entries.
-func (p *peakMap[K, V]) len() int { return len(p.m) }
-
-// all is the entries, in no order; a loop over it may delete only its entry.
-func (p *peakMap[K, V]) all() iter.Seq2[K, V] { return maps.All(p.m) }
-
 func newState[K comparable, E any](lim limits) *state[K, E] {
 	lim.batchWeight = cmp.Or(lim.batchWeight, math.MaxInt64)
 	lim.queuedWeight = cmp.Or(lim.queuedWeight, math.MaxInt64)
+	lim.calls = max(1, lim.calls)
 	return &state[K, E]{
 		lim:       lim,
 		sched:     newSchedule[K, E](),
@@ -177,10 +125,6 @@ func newState[K comparable, E any](lim limits) *state[K, E] {
 		heldCap:   budget{max(1, lim.queued/heldShare), max(1, lim.queuedWeight/heldShare)},
 		itemsFree: btree.NewFreeListG[item[E]](btree.DefaultFreeListSize),
 	}
-}
-
-func itemLess[E any](a, b item[E]) bool {
-	return a.rank < b.rank || a.rank == b.rank && a.seq < b.seq
 }
 
 func (s *state[K, E]) next() uint64 { s.seq++; return s.seq }
@@ -207,19 +151,25 @@ func (s *state[K, E]) admit(key K, weight, rank int64, at, now time.Duration, e 
 	return s.join(key, weight, rank, at, now, e)
 }
 
-// claims reports whether admit would claim key for a direct call (direct
-// calls on, zero delay, no lane) rather than let its input join the lane.
-// admit and the loop's wait line ask it; share.need asks claimsLane.
-func (s *state[K, E]) claims(key K) bool { return s.claimsLane(s.lanes.get(key) != nil) }
+// claims reports whether admit would claim key for a direct call rather
+// than let its input join the lane. That needs direct calls, zero delay, no
+// input of the key waiting, and a call of it to spare. admit and the loop's
+// wait line ask it; share.need asks claimsLane.
+func (s *state[K, E]) claims(key K) bool {
+	l := s.lanes.m[key]
+	return s.claimsLane(l != nil) || l != nil && s.claimsLane(false) &&
+		l.phase == phaseBusy && l.calls < s.lim.calls && l.items.len() == 0
+}
 
-// claimsLane is claims, for a key whose lane exists or not.
+// claimsLane is claims for a key with no lane (exists false); with a lane,
+// false, though several calls per key may claim it (see claims).
 func (s *state[K, E]) claimsLane(exists bool) bool {
 	return s.lim.direct && s.lim.delay == 0 && !exists
 }
 
 // laneOf reports whether key has a lane, and whether it holds inputs.
 func (s *state[K, E]) laneOf(key K) (exists, items bool) {
-	l := s.lanes.get(key)
+	l := s.lanes.m[key]
 	return l != nil, l != nil && l.items.len() > 0
 }
 
@@ -239,7 +189,7 @@ func (s *state[K, E]) join(key K, weight, rank int64, at, now time.Duration, e E
 // more than its share of the room with one more input of weight: heldCap's
 // inputs, or its weight once the lane holds one input.
 func (s *state[K, E]) overHeld(key K, weight int64) bool {
-	l := s.lanes.get(key)
+	l := s.lanes.m[key]
 	if l == nil || !l.held {
 		return false
 	}
@@ -296,7 +246,7 @@ func (s *state[K, E]) enter(key K, weight, rank int64, at, now time.Duration, e 
 	}
 	s.queued++
 	s.weight += weight
-	l := s.lanes.get(key)
+	l := s.lanes.m[key]
 	if l == nil {
 		l = s.newLane(key)
 		s.insert(l, it)
@@ -304,7 +254,9 @@ func (s *state[K, E]) enter(key K, weight, rank int64, at, now time.Duration, e 
 		return ticket{rank, it.seq}
 	}
 	s.insert(l, it)
-	if l.phase == phaseWaiting {
+	if l.phase == phaseBusy && l.calls < s.lim.calls { // a call to spare: it goes again
+		s.place(l, now)
+	} else if l.phase == phaseWaiting {
 		if s.full(l) {
 			s.sched.promote(now) // the lanes due before it filled go first; l may be one
 			if l.phase == phaseWaiting {
@@ -318,10 +270,15 @@ func (s *state[K, E]) enter(key K, weight, rank int64, at, now time.Duration, e 
 	return ticket{rank, it.seq}
 }
 
-// claim makes key a busy lane with no items: its caller makes a direct call.
+// claim counts a call of key's lane in flight, made busy if new: its
+// caller makes a direct call.
 func (s *state[K, E]) claim(key K) {
-	l := s.newLane(key)
-	l.phase = phaseBusy
+	l := s.lanes.m[key]
+	if l == nil {
+		l = s.newLane(key)
+		l.phase = phaseBusy
+	}
+	l.calls++
 	s.busy++
 }
 
@@ -334,6 +291,7 @@ func (s *state[K, E]) take(now time.Duration, buf []E) (key K, batch []E, cont, 
 		return key, buf, false, false
 	}
 	l.phase = phaseBusy
+	l.calls++
 	s.busy++
 	if l.cont { // the continuation alone, before the items behind it
 		l.cont = false
@@ -346,6 +304,9 @@ func (s *state[K, E]) take(now time.Duration, buf []E) (key K, batch []E, cont, 
 	// The batch's weight w is at most batchWeight, or one input's.
 	batch, w := l.items.take(buf, s.lim.batchSize, s.lim.batchWeight)
 	s.forget(l, len(batch)-len(buf), w)
+	if l.calls < s.lim.calls && l.items.len() > 0 { // a call to spare: the rest go again
+		s.place(l, now)
+	}
 	return l.key, batch, false, true
 }
 
@@ -354,19 +315,22 @@ func (s *state[K, E]) take(now time.Duration, buf []E) (key K, batch []E, cont, 
 // else back to waiting; an empty lane is removed. A key not busy panics.
 func (s *state[K, E]) release(key K, now time.Duration) {
 	l := s.busyLane(key, "release")
+	l.calls--
 	s.busy--
 	s.sched.promote(now)
-	if l.items.len() == 0 {
+	switch {
+	case l.phase != phaseBusy: // in line already, with a call to spare
+	case l.items.len() > 0:
+		s.place(l, now)
+	case l.calls == 0:
 		s.removeLane(l)
-		return
 	}
-	s.place(l, now)
 }
 
-// busyLane is key's lane, which must be busy: else what panics.
+// busyLane is key's lane, which must have a call in flight: else what panics.
 func (s *state[K, E]) busyLane(key K, what string) *lane[K, E] {
-	l := s.lanes.get(key)
-	if l == nil || l.phase != phaseBusy {
+	l := s.lanes.m[key]
+	if l == nil || l.calls == 0 {
 		panic(fmt.Sprintf("ferry: %s of a key of type %T that has no call in flight", what, key))
 	}
 	return l
@@ -376,7 +340,7 @@ func (s *state[K, E]) busyLane(key K, what string) *lane[K, E] {
 // room at once; ok is false if it is not waiting (taken, dropped, drained). An
 // empty idle lane is removed; a ready lane left partial and not due waits.
 func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
-	l := s.lanes.get(key)
+	l := s.lanes.m[key]
 	if l == nil {
 		return e, false
 	}
@@ -385,8 +349,8 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
 		return e, false
 	}
 	s.forget(l, 1, it.weight)
-	if l.items.len() == 0 && l.phase != phaseBusy && !l.cont {
-		s.removeLane(l) // a stale ready ref is skipped by take
+	if l.items.len() == 0 && !l.cont {
+		s.unplace(l) // a stale ready ref is skipped by take
 		return it.entry, true
 	}
 	switch {
@@ -408,17 +372,28 @@ func (s *state[K, E]) drop(key K, t ticket, now time.Duration) (e E, ok bool) {
 // call is released. A busy lane, or one with a continuation, stays, empty; any
 // other is removed. O(n) in its inputs, plus O(log L) for a lane removed.
 func (s *state[K, E]) clearLane(key K, buf []E) []E {
-	l := s.lanes.get(key)
+	l := s.lanes.m[key]
 	if l == nil {
 		return buf
 	}
 	l.items.each(func(it item[E]) { buf = append(buf, it.entry) })
 	s.forget(l, l.items.len(), l.weight)
 	l.items.clear()
-	if l.phase != phaseBusy && !l.cont {
-		s.removeLane(l)
+	if !l.cont {
+		s.unplace(l)
 	}
 	return buf
+}
+
+// unplace takes l, with no inputs left, out of the schedule: removed if no
+// call of it is in flight, else busy.
+func (s *state[K, E]) unplace(l *lane[K, E]) {
+	if l.calls == 0 {
+		s.removeLane(l)
+		return
+	}
+	s.sched.remove(l)
+	l.phase = phaseBusy
 }
 
 // drain closes the room and removes every waiting input, appending its entry
@@ -438,11 +413,11 @@ func (s *state[K, E]) drain(buf []E) []E {
 		l.items.each(func(it item[E]) { all = append(all, it) })
 		l.items.clear()
 		l.weight = 0
-		if l.phase != phaseBusy {
-			l.phase = 0 // out of the schedule, which drain emptied
-			if !l.cont {
-				s.removeLane(l)
-			}
+		switch l.phase = 0; { // out of the schedule, which drain emptied
+		case l.calls > 0:
+			l.phase = phaseBusy
+		case !l.cont:
+			s.removeLane(l)
 		}
 	}
 	slices.SortFunc(all, func(a, b item[E]) int { return cmp.Compare(a.seq, b.seq) })
@@ -461,7 +436,8 @@ func (s *state[K, E]) drain(buf []E) []E {
 // after d: parked until now+d (saturated), or ready at once if d <= 0 or the
 // room is drained, after the lanes due at now. A key not busy panics.
 func (s *state[K, E]) park(key K, d, now time.Duration) {
-	l := s.busyLane(key, "park")
+	l := s.busyLane(key, "park") // with one call per key: busy, out of line
+	l.calls--
 	s.busy--
 	s.conts++
 	l.cont = true
@@ -483,6 +459,7 @@ func (s *state[K, E]) park(key K, d, now time.Duration) {
 // A key not busy panics.
 func (s *state[K, E]) hold(key K) {
 	l := s.busyLane(key, "hold")
+	l.calls--
 	s.busy--
 	s.conts++
 	l.cont = true
@@ -498,7 +475,7 @@ func (s *state[K, E]) hold(key K) {
 // unpark makes key's parked lane (or held one: see hold) ready at once,
 // after the lanes due at now, and reports whether it was parked.
 func (s *state[K, E]) unpark(key K, now time.Duration) bool {
-	l := s.lanes.get(key)
+	l := s.lanes.m[key]
 	if l == nil || l.phase != phaseParked {
 		return false
 	}

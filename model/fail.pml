@@ -2,10 +2,10 @@
  * fail.pml: a SPIN model of what one key's calls do when they fail, as the Go
  * code does it since issues 24, 37 and 45: a batch's retries parked in its lane
  * (Config.Retry: the backoff parks the lane in the core and frees the
- * worker: retry.go, worker.go, park.go, state.park), a direct call's retries
- * on its caller (call.go), completions in order per key (loop.completing,
- * job.after and job.fin, a direct call's w.after and w.fin: loop.go,
- * direct.go, worker.go, call.go), a key paused once a call of it fails for
+ * worker: flight.go, worker.go, park.go, state.park), a direct call's
+ * retries on its caller (call.go, retry.go), completions in order per key
+ * (l.order, completions: a flight's after and fin, a direct call's w.after
+ * and w.fin: loop.go, direct.go, worker.go, call.go), a key paused once a call of it fails for
  * good (Config.PauseOnError: pause.go, loop.go), or held (HoldPaused: its
  * failed and waiting inputs kept in its lane until Resume, the others
  * answered at once), and OnPause; on
@@ -14,29 +14,31 @@
  * callers, the loop and the workers as a whole, and README.md.
  *
  * Processes and the Go code they stand for:
- *   loop      loop.run, handle: admit (state.admit's claim or join,
- *             admitSubmit, the paused key's refusal), drop (state.drop,
+ *   loop      loop.run, handle: admit (letIn: the paused key's refusal;
+ *             state.admit's claim or join, a held lane's share, overHeld;
+ *             a Submit's errAdmitted), drop (state.drop,
  *             gaveUp), release (state.release, endDirect, pause:
  *             pauses.pause, state.clearLane, reply, notifyPaused's start),
  *             park (opPark: loop.park, state.park, the worker's slot back;
- *             with HOLD loop.hold of the failed inputs, state.parkHeld,
+ *             with HOLD loop.hold of the failed inputs, state.hold,
  *             OnPause's notifier started, the held inputs' place; the
  *             worker busy until its opIdle), holdDirect, idleWorker, reported,
  *             notified, opResume (loop.resume: pauses.resume, state.unpark),
  *             close (state.drain, which makes a parked lane ready,
  *             callDoneAll's start, the batches' context cancelled, the
- *             direct call's cancel); the deadline (promote: parked -> ready);
+ *             direct call's cancel); the deadline (schedule.promote:
+ *             parked -> ready);
  *             dispatch (takeSlot, state.take: a ready continuation alone,
  *             takeParked, which leaves out the inputs whose callers gave
  *             up; else the items, with the batch's place among the key's
  *             completions)
- *   worker    work, retries.first and settle (askRetry: a yes parks,
- *             retries.park, opPark), retries.again (a continuation's next
+ *   worker    work, flight.first and settle (askRetry: a yes parks the
+ *             flight, opPark), flight.again (a continuation's next
  *             attempt, or blame if the ctx ended; none if no caller is
- *             left, and then a held batch's failure is forgotten),
- *             retries.holds and held (the failed inputs in an opPark),
- *             finish (failedForGood, the release, reply, <-j.after,
- *             callDone, OnBatch, close(j.fin), opIdle); key B's batch
+ *             left, and then a held flight's failure is forgotten),
+ *             flight.holds and split (the failed inputs in an opPark),
+ *             finish (failedForGood, the release, reply, <-fl.after,
+ *             callDone, OnBatch, close(fl.fin), opIdle); key B's batch
  *   caller    Ferry.Do (await, abandon, finishDo) and direct
  *             (invoke, retryDirect, failedForGood, releaseDirect, <-w.after,
  *             OnBatch, close(w.fin), opReported); or Ferry.Submit
@@ -61,7 +63,10 @@
  *              Close, and its worker answers the others; a direct call
  *              that does, or a parked batch whose callers all gave up,
  *              holds the lane with no input (holdDirect); a held batch
- *              with no caller left at Resume makes no call and no failure
+ *              with no caller left at Resume makes no call and no failure;
+ *              a held lane keeps HELDCAP (1) waiting inputs at most, its
+ *              share of the room: a later input of the key is answered
+ *              ErrPaused at once (only 3 callers of key A, CALLERS=7, reach it)
  *   ONPAUSE=1  Config.OnPause (batched calls); with HOLD, OnPause comes
  *              after the failed batch's completions so far, before the
  *              held inputs' own
@@ -99,12 +104,14 @@
  * end state); a key is paused, or held, only by a call that failed since
  * it last resumed (fsr); the loop gives a worker a batch only once the
  * worker has stopped reading its buffer; a paused key admits nothing and holds
- * no waiting input, unless it holds (HOLD), and then nobody is answered
- * ErrPaused; a caller whose Do failed for good (or was answered ErrPaused)
- * finds the key paused at its next Do, unless a Resume came in between or
- * the ferry closed; with HOUR, a park's deadline comes after key B's call
- * (a park holds no worker) and never after Close (Close ends parks); every
- * input has exactly one outcome; a loop reply never blocks; at the end
+ * no waiting input, unless it holds (HOLD), and then its lane keeps its
+ * share of the room at most, and only an input past that share is answered
+ * ErrPaused; ErrPaused comes only from a paused key; a caller whose Do
+ * failed for good (or was answered ErrPaused) finds the key paused at its
+ * next Do, unless a Resume came in between or the ferry closed; with HOUR,
+ * a park's deadline comes after key B's call (a park holds no worker) and
+ * never after Close (Close ends parks); every input has exactly one
+ * outcome; a loop reply never blocks; at the end
  * nothing is held, parked, waiting or in flight, every worker is idle and
  * every completion has run.
  * live: every caller returns and every input has its outcome.
@@ -161,6 +168,7 @@
 #define CANCELS(c) ((CANCEL >> (c)) & 1)
 
 #define NC    3          /* callers */
+#define HELDCAP 1        /* a held lane's share of the room: heldShare's one input at least */
 #define NI    4          /* inputs: caller c's first is c; caller 0's second is 3 */
 #ifndef NW
 #define NW    2          /* workers: MaxInFlightBatches (1 or 2) */
@@ -176,31 +184,31 @@ mtype = { ADMIT, DROP, RELEASE, IDLE, REPORTED, NOTIFIED, RESUMEM, CLOSEM,  /* t
           OK, FAIL, PAUSED, CLOSED, DROPPED, KEPT, CLAIMED, ADMITTED };           /* answers, words */
 
 #define FAILED 1         /* a release's flags: m.fail, the call failed for good */
-#define WITHW  2         /* m.w: a direct call's OnBatch runs, its report follows */
+#define WITHW  2         /* m.fin: a direct call's OnBatch runs, its report follows */
 #define BYCALLER 2       /* a release's worker field from 2 up: 2 + the direct caller (Go: byCaller) */
-#define HELDF  32        /* a park's flags: m.held, the call failed for good, held (HoldPaused); */
+#define HELDF  32        /* a park's flags: m.fail set, the call failed for good, held (HoldPaused); */
                          /* its bits 0-1: the inputs to call again; 2-4: the attempt last over */
 
 chan inc = [INCSZ] of { mtype, byte, byte };  /* s.inc: op, worker or input or fin, flags */
 chan rep[NI] = [1] of { mtype };              /* each input's w.c (a Submit's: its word channel) */
-chan jobs[NW] = [1] of { byte, byte };        /* wk.jobs: the job's after and fin (0: nil) */
+chan jobs[NW] = [1] of { byte, byte };        /* wk.jobs: the job's flight's after and fin (0: nil) */
 
 /* ---- the loop's: the key's lane (state.go) ---- */
 bit  lex, lbusy;         /* the key's lane exists; it is busy (a batch or a claim) */
 byte it[NI];             /* its waiting inputs, in order: input + 1 */
 byte ln;
 /* ---- the loop's: the shell (loop.go, pause.go) ---- */
-bit  paused;             /* l.paused has the key */
-bool closing;            /* l.closing: drained, s.ctx cancelled */
-byte completing;         /* l.completing[key]: the id of a fin, 0 none */
+bit  paused;             /* l.pauses.keys has the key */
+bool closing;            /* l.life.closing: drained, s.ctx cancelled */
+byte completing;         /* l.order.last[key]: the id of a fin, 0 none */
 bit  widle[NW];          /* wk.idle: opIdle came since its last batch */
-byte wb[NW*BS];          /* wk.buf, the job's batch: input + 1 */
+byte wb[NW*BS];          /* wk.fl.batch, the job's batch: input + 1 */
 byte wn[NW];             /* its length */
-byte wfin[NW];           /* wk.fin */
-byte dafter, dfin;       /* l.directs[key]: the claim's after and fin */
-byte rfin[NC];           /* l.reports: caller c's direct call's fin, its OnBatch running */
+byte wfin[NW];           /* wk.fl.fin */
+byte dafter, dfin;       /* l.directs.calls[key]: the claim's after and fin */
+byte rfin[NC];           /* l.directs.reports: caller c's direct call's fin, its OnBatch running */
 bit  gone[NI];           /* w.gone: its caller gave up after a call took it */
-byte notify;             /* l.notify, and len(l.pausing) */
+byte notify;             /* l.life.notify, and l.pauses.notes.len() */
 /* the lane's continuation: a failed batch parked in it (lane.cont) */
 byte pk;                 /* 0 none; 1 parked until its deadline; 2 ready (deadline, Resume or Close); */
                          /* 3 held (HoldPaused: until Resume or Close); 4 ready after a hold */
@@ -214,7 +222,7 @@ bit  up;                 /* ghost: the probe has resumed; calls succeed from the
 #endif
 byte jaf[NW];            /* the job's after, as the loop gave it */
 byte watt[NW], widx[NW]; /* a continuation's job: its attempt last over (0: a fresh batch), indexes */
-bit  wheld[NW];          /* and pb.held: it was held (HoldPaused; holdDirect's too) */
+bit  wheld[NW];          /* and fl.held: it was held (HoldPaused; holdDirect's too) */
 #if KEYB
 byte bl;                 /* key B's lane: 0 none; 1 its input waits; 2 busy */
 bit  wkb[NW];            /* the worker's job is key B's */
@@ -291,8 +299,9 @@ inline outcome(y) {
 /* a loop reply on w.c: never blocks */
 inline word(y, v) {
 	assert(len(rep[y]) == 0);
+	assert(v != PAUSED || paused);               /* ErrPaused only while the key is paused */
 #if HOLD
-	assert(v != PAUSED);                         /* HoldPaused: nobody is answered ErrPaused */
+	assert(v != PAUSED || pk == 3 && ln >= HELDCAP);  /* HoldPaused: only past a held lane's share */
 #endif
 	rep[y]!v
 }
@@ -318,6 +327,7 @@ inline callStarts() {
 /* state.enter: the input joins the key's lane */
 inline enter(y) {
 	assert((!paused || HOLD) && !closing);       /* a paused key admits nothing, unless it holds */
+	assert(!HOLD || pk != 3 || ln < HELDCAP);    /* a held lane keeps its share of the room at most */
 	it[ln] = y + 1; ln++; lex = 1;
 	nsq++; sq[y] = nsq
 }
@@ -331,7 +341,19 @@ inline enter(y) {
 #define ISPAUSED (paused && !HOLD)               /* a held key admits */
 #endif
 
-/* handle(opAdmit): admit, admitSubmit */
+/* state.overHeld: a held lane (pk 3: lane.held, until Resume or Close)
+ * keeps at most its share of the room, HELDCAP waiting inputs (heldShare:
+ * max(1, MaxQueued/8), 1 in a small room); an input past it is answered
+ * ErrPaused at once. Only 3 callers of key A reach it (CALLERS=7). */
+#if defined(MUT_HELD_NO_SHARE)
+#define OVERHELD 0                               /* MUTATION: no share */
+#elif defined(MUT_SHARE_AFTER_RESUME)
+#define OVERHELD (HOLD && pk >= 3 && ln >= HELDCAP)  /* MUTATION: lane.held kept past unpark */
+#else
+#define OVERHELD (HOLD && pk == 3 && ln >= HELDCAP)
+#endif
+
+/* handle(opAdmit): admit, letIn */
 inline admit() {
 	x = a;
 #if KEYB
@@ -349,7 +371,8 @@ inline admit() {
 	if
 	:: closing -> word(x, CLOSED); outcome(x)     /* refused: ErrClosed */
 	:: !closing && ISPAUSED -> word(x, PAUSED); outcome(x)
-	:: !closing && !ISPAUSED && DIRECT && !isSub(x) && !lex ->   /* claim */
+	:: !closing && !ISPAUSED && OVERHELD -> word(x, PAUSED); outcome(x)  /* past the held lane's share */
+	:: !closing && !ISPAUSED && !OVERHELD && DIRECT && !isSub(x) && !lex ->   /* claim */
 		lex = 1; lbusy = 1; holders++; assert(holders <= 1);
 		assert(!paused);
 		nsq++; sq[x] = nsq;
@@ -359,7 +382,7 @@ inline admit() {
 		:: else -> skip
 		fi;
 		word(x, CLAIMED)
-	:: !closing && !ISPAUSED && !(DIRECT && !isSub(x) && !lex) ->  /* join */
+	:: !closing && !ISPAUSED && !OVERHELD && !(DIRECT && !isSub(x) && !lex) ->  /* join */
 		enter(x);
 		if
 		:: isSub(x) -> word(x, ADMITTED)
@@ -453,13 +476,13 @@ inline pause() {
 	fi
 }
 
-/* loop.hold: the key held (state.parkHeld) and paused, only by a call that
+/* loop.hold: the key held (state.hold) and paused, only by a call that
  * failed since the key last resumed; with OnPause, if it was not paused, its
  * notifier takes the key's last place, which is after the completions of
  * the batch whose failed inputs are held (its worker's fin: the answers of
  * the others, their done, the attempts' OnBatch); then, if that batch had
  * completions (pl), the held inputs' own take their place after OnPause
- * (pb.after, pb.fin = place). holdDirect's hold has no input and no place
+ * (h.after, h.fin = l.order.place). holdDirect's hold has no input and no place
  * (pl 0). */
 #if defined(MUT_HOLD_KEEPS_PLACE)
 #define HELDPLACE(pl) if :: pl -> caf = jaf[a]; cfi = wfin[a] :: else -> caf = 0; cfi = 0 fi  /* MUTATION: the batch's place, as a backoff's */
@@ -533,7 +556,7 @@ inline release() {
 	skip
 }
 
-/* loop.done: forget the key's completions over with fin f */
+/* completions.done: forget the key's completions over with fin f */
 inline forget(f) {
 	if
 	:: f != 0 && completing == f -> completing = 0
@@ -542,8 +565,11 @@ inline forget(f) {
 }
 
 /* loop.close: state.drain, callDoneAll for the Submit drained, after the
- * completions in flight; s.ctx cancelled (closing, read by the batches'
- * calls) and the direct call's cancel (from now on its ctx may end) */
+ * completions in flight, its fin the key's last place (l.order.last), so
+ * that what a failure handled after the close places (OnPause, a held
+ * batch's completions) comes after the drained done; s.ctx cancelled
+ * (closing, read by the batches' calls) and the direct call's cancel (from
+ * now on its ctx may end) */
 inline lclose() {
 	if
 	:: !closing ->
@@ -578,10 +604,13 @@ inline lclose() {
 		fi;
 #endif
 		if
-		:: ps > 0 ->
-			notify++; NEWFIN;                    /* its id orders it only: no place */
-			run notifier(completing, nfin, ps - 1);
-			ps = 0
+		:: ps > 0 ->                             /* its fin the drained key's last place */
+			notify++; NEWFIN; pa = completing;
+#ifndef MUT_CLOSE_NO_PLACE
+			completing = nfin;                   /* MUTATION (left out): no place taken */
+#endif
+			run notifier(pa, nfin, ps - 1);
+			ps = 0; pa = 0
 		:: else -> skip
 		fi
 	:: else -> skip
@@ -812,10 +841,10 @@ inline attemptStarts() {
 			if
 			:: sq[y] > m -> m = sq[y]
 			:: else -> skip
-			fi
-		:: else -> skip
+			fi;
+			sq[y] = 0                            /* read only here */
+		:: else -> skip                          /* (y is another input's) */
 		fi;
-		sq[y] = 0;                               /* read only here */
 		i++
 	:: else -> break
 	od;
@@ -905,7 +934,7 @@ inline failing() {
 #define HANDEDBACK() after = 0; fin = 0; n = 0; idx = 0; att = 0; fm = 0; fl = 0; i = 0
 
 /* a continuation with no attempt to make: its last attempt's failure stands
- * (failedForGood of retries.last), unless it was held (again: no call, so no
+ * (failedForGood of fl.last), unless it was held (again: no call, so no
  * new failure for a hold resumed); MUT_RESUME_HOLDS_AGAIN: a held batch's
  * stands too (holdDirect's has none) */
 #ifdef MUT_RESUME_HOLDS_AGAIN
@@ -940,7 +969,7 @@ end_w:
 		fi;
 again:
 		atomic { attemptEnds(); failing() };
-		/* retries.run: while an input fails and ctx holds, Retry (user code)
+		/* flight.settle: while an input fails and ctx holds, Retry (user code)
 		 * says yes or no; attempts are bounded by NA */
 		if
 		:: atomic {                              /* Retry says yes: the backoff parks the lane */
@@ -958,8 +987,8 @@ again:
 		fi;
 		/* finish: the release (failedForGood of the last attempt's failure:
 		 * fm, the inputs it failed, or lst), the answers; with HOLD
-		 * (retries.holds: inputs still failing, ctx holds) the failed inputs
-		 * held instead of the release (retries.held, opPark), the others
+		 * (flight.holds: inputs still failing, ctx holds) the failed inputs
+		 * held instead of the release (flight.split, opPark), the others
 		 * answered */
 finish:
 		atomic {
@@ -1001,11 +1030,11 @@ finish:
 		fl = 0;
 		if
 		:: fin != 0 && ph ->                     /* a held batch with no attempt (no OnBatch) and no done */
-			CLOSEDF(after);                      /* <-j.after */
+			CLOSEDF(after);                      /* <-fl.after */
 			atomic { closedf = closedf | (1 << fin); inc!IDLE, id, 0; after = 0; fin = 0; n = 0; idx = 0; att = 0; ph = 0 }
 		:: fin != 0 && !ph ->
 #ifndef MUT_COMPLETION_OVERTAKES
-			CLOSEDF(after);                      /* <-j.after */
+			CLOSEDF(after);                      /* <-fl.after */
 #endif
 			atomic {                             /* callDone for the Submits, OnBatch */
 				cstart(fin);
@@ -1170,12 +1199,13 @@ proctype pauser(byte after, fin, y, m) {
 }
 
 /* callDoneAll at close: the drained Submit's done after every completion in
- * flight (the key's last place, at close); it takes no place, as nothing
- * of the key takes one after close */
-proctype notifier(byte after, id, y) {
+ * flight (the key's last place, at close), then close(fin), the place the
+ * close took as the key's last, and opNotified (nil fin: the loop forgets
+ * no place) */
+proctype notifier(byte after, fin, y) {
 	CLOSEDF(after);
-	atomic { cstart(id); outcome(y) };
-	atomic { incomp = 0; inc!NOTIFIED, 0, 0 }
+	atomic { cstart(fin); outcome(y) };
+	atomic { cend(fin); inc!NOTIFIED, 0, 0 }
 }
 
 /* chainFin, from endClaim: a claim's place given back is over once the

@@ -8,13 +8,13 @@
  *   caller    Ferry.Do (ferry.go), finishDo, abandon (do.go), direct (call.go); or
  *             Ferry.Submit (caller 1, SUBMIT: ferry.go), or Ferry.DoMany and
  *             group.abandon (caller 0, MANY: many.go)
- *   loop      loop.run, receive, handle, admitSubmit, dropSubmit, admitPart,
+ *   loop      loop.run, receive, handle, admit, letIn, drop, admitPart,
  *             dispatch, startRound, settle, close, end, and the core
- *             state.admit/join/room/enter/claim/take/release/drop/drain/
- *             shutdown/flush (loop.go, state.go)
+ *             state.admit/join/fits/enter/claim/take/release/drop/drain/
+ *             shutdown/flush (loop.go, state.go, schedule.go)
  *   worker    work, finish, reply (worker.go): the call, the release, the
  *             answers (and a Submit's done), then opIdle; started by the
- *             loop's dispatch as batches need them (takeSlot, hold: slots.go),
+ *             loop's dispatch as batches need them (takeSlot, adopt: slots.go),
  *             up to NW
  *   notifier  callDoneAll, started by loop.close           (worker.go)
  *   flusher   Flush                                        (ferry.go)
@@ -36,8 +36,8 @@
  *                it; 2: it does so or not, as it chooses at first
  *   CALLERS      callers that make a call (default 3; 2: caller 2 makes none)
  *   ONBATCH=1    Config.OnBatch is set: a direct call releases its key
- *                carrying w, runs OnBatch, then sends opReported
- *   INCSZ        capacity of f.inc (default 4; Go: 1024)
+ *                carrying its fin, runs OnBatch, then sends opReported
+ *   INCSZ        capacity of s.inc (default 4; Go: 1024)
  *   MUT_*        one mutation each; see README.md
  */
 
@@ -93,7 +93,7 @@
 #define BS   2    /* MaxBatchSize */
 
 #define DIRECTW 2 /* the worker of a direct call's release (Go: byCaller = -1); DIRECTW + 1 + c:
-                   * caller c's, carrying w (its OnBatch runs, opReported follows) */
+                   * caller c's, carrying its fin (its OnBatch runs, opReported follows) */
 
 /* an input's key: inputs 0 and 1 are key 0's, inputs 2 and 3 key 1's */
 #define ikey(i) (((i) >= 2) -> 1 : 0)
@@ -117,16 +117,16 @@ mtype = { ADMIT, ADMITMANY, DROP, DROPMANY, START, RELEASE, IDLEM, REPORTED,
           CLAIMED, REJECTED, CLOSED, ANSWER, DROPPED, KEPT, ADMITTED,
           OK };                                                      /* replies */
 
-chan inc = [INCSZ] of { mtype, byte, byte }; /* f.inc: op, input or key, worker or n (or a DoMany's part: 0) */
+chan inc = [INCSZ] of { mtype, byte, byte }; /* s.inc: op, input or key, worker or n (or a DoMany's part: 0) */
 chan rep[NC] = [1] of { mtype };             /* each waiter's w.c, buffered 1 */
 chan jobs[NW] = [1] of { byte };             /* wk.jobs: a batch's key, only while idle */
 chan pc = [1] of { byte };                   /* the DoMany's one part's p.c, words only: capacity 1 */
 chan gleft = [1] of { byte };                /* g.count.left: the token, the count of inputs not yet answered */
 chan gfin = [1] of { bit };                  /* g.count.fin: sent once, by what answers the last input */
-chan nch = [1] of { bit };                   /* go callDoneAll(l.s, subs, ErrClosed) */
+chan nch = [1] of { bit };                   /* go callDoneAll(l.s, subs, ErrClosed, after, fin) */
 chan fc[2] = [1] of { mtype };               /* each Flush's reply, c */
 
-bool done;                                   /* f.done is closed */
+bool done;                                   /* s.done is closed */
 bool ending;                                 /* loop-owned: end() will close it */
 
 /* ---- owned by the loop: the core (state.go) ---- */
@@ -141,22 +141,22 @@ bool closed;        /* drained */
 bool flushing;      /* st.shuttingDown: set by Shutdown */
 bit  old[NI];       /* seq <= flushed, and <= the round's seq: admitted before the Flush */
 /* ---- owned by the loop: the shell (loop.go) ---- */
-byte idl[NW];       /* l.idle, a stack */
+byte idl[NW];       /* l.slots.idle, a stack */
 byte nidle;
-byte nwk;           /* len(l.workers): workers started (startWorker), 0 at New */
-byte bufc[NW*BS];   /* wk.buf: input+1 */
-byte wowe[NW];      /* wk.owe: what its batch owes the round in progress, told by its opIdle */
+byte nwk;           /* len(l.slots.workers): workers started (adopt), 0 at New */
+byte bufc[NW*BS];   /* wk.fl.batch: input+1 */
+byte wowe[NW];      /* wk.fl.owe: what its batch owes the round in progress, told by its opIdle */
 bool closing, stopped;
 byte exited;
-bit  dcl[NK];       /* l.directs has the key: claimed for a direct call */
+bit  dcl[NK];       /* l.directs.calls has the key: claimed for a direct call */
 bit  dir[NK];       /* and its cancel: the call has started */
-byte notify;        /* l.notify */
-bool rnd;           /* l.round != nil */
-byte left;          /* l.round.left */
-byte rfl;           /* l.round.replies: bit f, flusher f's */
-byte qfl;           /* l.flushers, for the round after it: bit f, flusher f's */
+byte notify;        /* l.life.notify */
+bool rnd;           /* l.rounds.cur != nil */
+byte left;          /* l.rounds.cur.left */
+byte rfl;           /* l.rounds.cur.replies: bit f, flusher f's */
+byte qfl;           /* l.rounds.queued, for the round after it: bit f, flusher f's */
 bit  dold[NK];      /* the direct call's claim is counted by the round */
-bit  drep[NC];      /* l.reports: caller c's direct call is released and its OnBatch runs */
+bit  drep[NC];      /* l.directs.reports: caller c's direct call is released and its OnBatch runs */
 bit  rold[NC];      /* and the round counts its claim (rounds.claimed) */
 byte gdrop;         /* the DoMany part's dropped, written before its word */
 
@@ -257,6 +257,7 @@ inline pool() {
 	gpool = 1
 }
 
+/* schedule.push: the lane at the back of the ready line */
 inline pushReady(kk) {
 	ph[kk] = READY;
 	assert(rn < NK);
@@ -329,7 +330,7 @@ inline enter(ii) {
 	kk2 = 0
 }
 
-/* state.room(1) is refused: closed or shutting down */
+/* state.fits(1) is refused: closed or shutting down */
 #ifdef MUT_ADMIT_IGNORES_CLOSED
 #define REFUSED (flushing)                           /* MUTATION: closed not checked */
 #else
@@ -359,7 +360,7 @@ inline admitDo(cc) {
 	fi
 }
 
-/* loop.admitSubmit: a Submit's admission, which never claims */
+/* loop.letIn of a Submit, with state.join: it never claims */
 inline submit() {
 	if
 	:: REFUSED -> sword(CLOSED)
@@ -387,7 +388,8 @@ inline admitMany() {
 	fi
 }
 
-/* loop.dropOne with state.drop: ok if input ii was waiting, now gone */
+/* loop.drop (a DoMany's: loop.dropOne) with state.drop: ok if input ii was
+ * waiting, now gone */
 inline dropOne(ii) {
 	k = ikey(ii);
 	ti = 0;
@@ -421,7 +423,7 @@ inline dropOne(ii) {
 	ti = 0
 }
 
-/* l.countIf(w.tk.seq <= l.roundSeq()) */
+/* l.rounds.countIf(w.tk.seq <= l.rounds.seq()) */
 inline countOld(ii) {
 	if
 	:: rnd && old[ii] -> assert(left > 0); left--
@@ -484,11 +486,11 @@ inline release(kk, wk) {
 		assert(!(closing && dst[kk]) || dcan[kk]);  /* close cancelled it */
 		if
 #ifndef MUT_REPORT_AT_RELEASE
-		:: wk > DIRECTW ->                           /* carrying w: its report is to come */
+		:: wk > DIRECTW ->                           /* carrying its fin: its report is to come */
 			assert(!drep[wk - DIRECTW - 1]);
 			drep[wk - DIRECTW - 1] = 1; rold[wk - DIRECTW - 1] = dold[kk]
 #endif
-		:: else ->                                   /* MUTATION: counted here, even with w */
+		:: else ->                                   /* MUTATION: counted here, even with a fin */
 			if
 			:: rnd && dold[kk] -> assert(left > 0); left--
 			:: else -> skip
@@ -595,11 +597,11 @@ inline tell(fl, v) {
 	fl = 0
 }
 
-/* loop.startRound: a round for the Flushes waiting (l.flushers); every input
+/* loop.startRound: a round for the Flushes waiting (l.rounds.queued); every input
  * admitted so far is older than it; it waits for those, for the direct
  * calls in flight and those released whose OnBatch runs (their reports),
  * for the Submits' done in flight (notify), and for every worker busy with a
- * batch, whose opIdle comes once it has answered it (wk.owe = 1); what waits
+ * batch, whose opIdle comes once it has answered it (slots.owe: 1 each); what waits
  * is made due (state.flush). The round's id is left out: what a worker owes
  * is set for the round in progress at dispatch and at startRound, for every
  * busy worker, and a round ends only once all it was owed has come, so
@@ -612,7 +614,7 @@ inline startRound() {
 #ifndef MUT_ROUND_NO_REPORTS
 	left = queued + dcl[0] + dcl[1] + drep[0] + drep[1] + drep[2] + notify;
 #else
-	left = queued + dcl[0] + dcl[1] + notify;        /* MUTATION: len(l.reports) left out */
+	left = queued + dcl[0] + dcl[1] + notify;        /* MUTATION: l.directs.reports left out */
 #endif
 	old[0] = 1; old[1] = 1; old[2] = 1; old[3] = 1;
 	dold[0] = dcl[0]; dold[1] = dcl[1];
@@ -685,7 +687,7 @@ inline turn() {
 		ph[tk] = BUSY;
 #endif
 		busy++;
-		assert(!bu[tw]);                             /* the worker no longer reads wk.buf */
+		assert(!bu[tw]);                             /* the worker no longer reads wk.fl.batch */
 		bu[tw] = 1;
 		assert(ln[tk] <= BS);
 		ti = 0; tn = 0;
@@ -708,7 +710,7 @@ inline turn() {
 		:: else -> break
 		od;
 		queued = queued - ln[tk]; ln[tk] = 0;
-		wowe[tw] = tn;                               /* wk.owe: rounds.owe(n) */
+		wowe[tw] = tn;                               /* wk.fl.owe: rounds.owe(n) */
 		assert(nfull(jobs[tw]));                     /* a batch only while idle */
 		jobs[tw]!tk;
 		tw = 0; tk = 0; ti = 0; c = 0; tn = 0
@@ -716,7 +718,7 @@ inline turn() {
 	od
 }
 
-/* loop.end, up to close(f.done): a closing loop with no call in flight, no
+/* loop.end, up to close(s.done): a closing loop with no call in flight, no
  * Submits' done running, every worker idle and every direct call's OnBatch
  * reported stops its workers; MUT_SETTLE_IN_END: with the settle that the
  * code had there before its own wake-up's (285c12b) */
@@ -797,7 +799,7 @@ inline handle() {
 		if
 		:: closing -> assert(nfull(fc[ma])); fc[ma]!CLOSED
 		:: else ->
-			qfl = qfl | (1 << ma);                   /* l.flushers */
+			qfl = qfl | (1 << ma);                   /* l.rounds.queued */
 			if
 			:: !rnd -> startRound()
 			:: else -> skip                          /* the round after it */
@@ -818,7 +820,7 @@ inline handle() {
 proctype loop() {
 	byte n;
 	do
-	:: ending -> done = 1; break                     /* end(): close(f.done); messages sent
+	:: ending -> done = 1; break                     /* end(): close(s.done); messages sent
 	                                                  * since the last receive stay in inc */
 	:: else ->
 		if
@@ -874,7 +876,7 @@ inline answerOne(wc) {
 
 /* work and finish: the call, its release, the answers (a Submit's done
  * after the Do and DoMany callers'; OnBatch after them), then, in a step of
- * its own, clear(j.batch) and opIdle: a slow done or OnBatch holds its own
+ * its own, clear(fl.batch) and opIdle: a slow done or OnBatch holds its own
  * worker, which is idle only once it has sent opIdle */
 proctype worker(byte id) {
 	byte wk, i, wc, lv;
@@ -914,7 +916,7 @@ proctype worker(byte id) {
 #endif
 		atomic {                                     /* done and OnBatch have returned */
 			assert(bu[id]);
-			bu[id] = 0;                              /* clear(j.batch) */
+			bu[id] = 0;                              /* clear(fl.batch) */
 			inc!IDLEM, id, 0
 		}
 	:: atomic { stopped && empty(jobs[id]) -> break }  /* a stop: the loop stops only idle workers */
@@ -1005,7 +1007,7 @@ called:
 	/* only a claimed caller gets here: its direct call is in flight */
 #ifndef MUT_EARLY_RELEASE
 #if ONBATCH
-	/* it returns; releaseDirect carries w; then OnBatch, then opReported */
+	/* it returns; releaseDirect carries its fin; then OnBatch, then opReported */
 	atomic { inc!RELEASE, key, DIRECTW + 1 + me; calls[key]-- };
 	atomic { dcg[me] = 0; gold[me] = 0; inc!REPORTED, me, 0; againOrFin() }  /* OnBatch has returned */
 #else

@@ -8,15 +8,15 @@
  * that no room could hold); it gives back what it holds spare
  * (share.giveBackRoom) before the words on DoMany parts (replyAfterLend)
  * and again before its batches start; a DoMany over two shards takes its
- * whole room from spare in one step (borrow), and holds room shard by shard
- * only if spare lacks it (group.admit's opHold, opUnhold); with no
+ * whole room from spare in one step (borrow), and earmarks room shard by
+ * shard only if spare lacks it (group.admit's opEarmark, opUnearmark); with no
  * MaxQueuedWeight the weight shared is MaxInt64 (sharedWeight). Nothing
  * else of the ferry is here: see ferry.pml for one loop's protocol,
  * shards.pml for the slots, and README.md.
  *
  * Processes and the Go code they stand for:
- *   loop    loop.run, receive, handle (opAdmit: state.admit's claim or join,
- *           admitSubmit; opAdmitMany, opHold, opUnhold: admitPart; opRelease:
+ *   loop    loop.run, receive, handle (opAdmit: letIn, state.admit's claim
+ *           or join; opAdmitMany, opEarmark, opUnearmark: admitPart; opRelease:
  *           state.release), dispatch (state.take, one worker), reject; the
  *           inlines need, borrowRoom, lend stand for share.need (with
  *           claims, joins, released), share.borrowRoom, share.giveBackRoom
@@ -44,7 +44,7 @@
  *           orders, each fitting the empty room alone, not both. TWO=2:
  *           MaxQueuedWeight 3, weights 1 and 2 in each
  *   MIX     a DoMany (weights 1, 2) and a Do on each shard (weights 1, 2),
- *           MaxQueued 2, MaxQueuedWeight 3: borrow, holds, unholds and Do's
+ *           MaxQueued 2, MaxQueuedWeight 3: borrow, earmarks, unearmarks and Do's
  *           rejections at once
  *   SUBDO   direct calls on, MaxQueued 2: a Submit and then a Do of one key
  *           on shard 0: share.need records the lane a Submit's join makes,
@@ -55,18 +55,18 @@
  * Properties (assertions, invalid end states; ltl live under weak
  * fairness): the room is conserved, spare + every core's room + the room
  * DoManys took in one step and their shards have not yet added = the total,
- * whenever no one holds spare (ROOMOK); what waits and is held across
+ * whenever no one holds spare (ROOMOK); what waits and is earmarked across
  * shards never passes the room; an admission is refused only if it never
  * fits an empty room, or the room lacks space for it (rejok), counting as
- * taken: the inputs waiting in both shards, the room held by DoMany parts
+ * taken: the inputs waiting in both shards, the room earmarked by DoMany parts
  * (the fallback), the room DoManys took in one step and their shards have
  * not yet added, and room the other loop holds in its core within a
  * wake-up up to what that wake-up's own admissions that take room asked
- * for and were refused, what its unholds let go, and what its batches
+ * for and were refused, what its unearmarks let go, and what its batches
  * taken freed (lg; the words on parts go only after the lend, asserted,
  * so no one has heard of what was let go): never room borrowed for what
  * takes none; two DoManys
- * that each fit alone are never both refused (TWO); a granted or held part
+ * that each fit alone are never both refused (TWO); a granted or earmarked part
  * is always admitted; every caller is answered and every loop ends its
  * wake-up (no invalid end state); at the end the whole room is in spare.
  */
@@ -77,8 +77,8 @@
 #define ADM    1         /* opAdmit of a Do: input x */
 #define SUB    2         /* opAdmit of a Submit (w.done != nil): input x */
 #define AMANY  3         /* opAdmitMany: part p */
-#define HOLD   4         /* opHold: part p */
-#define UNHOLD 5         /* opUnhold: part p */
+#define EARMARK   4      /* opEarmark: part p */
+#define UNEARMARK 5      /* opUnearmark: part p */
 #define REL    6         /* opRelease byCaller: key k */
 #define RELW   7         /* opRelease from the shard's worker: key k */
 
@@ -86,7 +86,7 @@
 #define CLAIMED  2       /* errClaimed: the caller makes a direct call */
 #define REJECTED 3
 
-#define ROK    0         /* state.room's outcomes: admitted */
+#define ROK    0         /* state.fits's outcomes: admitted */
 #define RFULL  1         /* rejectedFull */
 #define RHEAVY 2         /* rejectedHeavy */
 
@@ -175,12 +175,12 @@ byte kind[NCALL], cx[NCALL];                  /* a caller's kind, its (first) in
 /* ---- DoMany parts (group.parts): the caller's, then the loop's ---- */
 byte np[NCALL];                               /* 1 (one shard, or merged) or 2 */
 byte pn[NP], pw[NP], ph[NP], psh[NP];         /* n, total, heaviest, shard */
-bit  pheld[NP], pgrant[NP], perr[NP];         /* held, granted, err != nil */
+bit  pmarked[NP], pgrant[NP], perr[NP];       /* earmarked, granted, err != nil */
 
 /* ---- each loop's own state: its core (state.go) and worker ---- */
-byte capn[NS], capw[NS];   /* st.lim.queued, queuedWeight: what it holds of the room */
+byte capn[NS], capw[NS];   /* st.room: what it holds of the room, n and w */
 byte qn[NS], qw[NS];       /* st.queued, st.weight: inputs waiting */
-byte hn[NS], hw[NS];       /* st.held, heldWeight: room held for DoMany parts */
+byte hn[NS], hw[NS];       /* st.earmarked: room earmarked for DoMany parts, n and w */
 byte wq[NS*NQ];            /* the waiting inputs, in order (1 + input; 0 none) */
 bit  lex[NK], lbusy[NK];   /* key k's lane exists; busy (a batch or a claim) */
 byte lcnt[NK];             /* its items */
@@ -194,12 +194,12 @@ bit  rej[NCALL];           /* the caller was refused */
 byte ndone;                /* callers that have their answer */
 
 #define MIN(a, b) (((a) < (b)) -> (a) : (b))
-#define SPN(s) (capn[s] - qn[s] - hn[s])   /* st.spare() */
+#define SPN(s) (capn[s] - qn[s] - hn[s])   /* st.unused() */
 #define SPW(s) (capw[s] - qw[s] - hw[s])
 /* the room: all of it is in spare (n, w), in a core, or taken by a DoMany
  * whose shards have not added it yet */
 #define ROOMOK(n, w) ((n) + capn[0] + capn[1] + grn == N && (w) + capw[0] + capw[1] + grw == W)
-/* what the room holds: waiting, held, taken in one step */
+/* what the room holds: waiting, earmarked, taken in one step */
 #define TAKENN (qn[0] + qn[1] + hn[0] + hn[1] + grn)
 #define TAKENW (qw[0] + qw[1] + hw[0] + hw[1] + grw)
 /* the room free for loop i, one loop's way: the total less what it holds,
@@ -225,8 +225,8 @@ inline rejok(n, t, hv, o) {
 	fi
 }
 
-/* state.room(n, t, hv): may n inputs weighing t, the heaviest hv, join */
-inline room(n, t, hv) {
+/* state.fits(n, t, hv): may n inputs weighing t, the heaviest hv, join */
+inline fits(n, t, hv) {
 	if
 	:: hv > W -> o = RHEAVY
 	:: hv <= W && (n + qn[i] + hn[i] > capn[i] || t + qw[i] + hw[i] > capw[i]) -> o = RFULL
@@ -312,16 +312,16 @@ inline need() {
 			:: else -> skip
 			fi
 #endif
-		:: bop[k] == AMANY || bop[k] == HOLD ->
+		:: bop[k] == AMANY || bop[k] == EARMARK ->
 			if
-			:: pheld[x] || pgrant[x] -> skip
-			:: !pheld[x] && !pgrant[x] && (pn[x] > N || pw[x] > W) ->  /* never fits */
+			:: pmarked[x] || pgrant[x] -> skip
+			:: !pmarked[x] && !pgrant[x] && (pn[x] > N || pw[x] > W) ->  /* never fits */
 #ifdef MUT_BORROW_NEVER
 				count(pn[x], pw[x])                  /* MUTATION: the old code */
 #else
 				skip
 #endif
-			:: !pheld[x] && !pgrant[x] && pn[x] <= N && pw[x] <= W -> count(pn[x], pw[x])
+			:: !pmarked[x] && !pgrant[x] && pn[x] <= N && pw[x] <= W -> count(pn[x], pw[x])
 			fi;
 			if
 			:: DIRECT && bop[k] == AMANY && np[x/2] == 2 -> joins(ikey[cx[x/2] + x%2])
@@ -336,7 +336,7 @@ inline need() {
 #endif
 			:: else -> skip
 			fi
-		:: bop[k] == UNHOLD -> skip
+		:: bop[k] == UNEARMARK -> skip
 		fi;
 		k++
 	:: else -> break
@@ -363,13 +363,13 @@ inline release(y) {
 	fi
 }
 
-/* admitPart: part p of a DoMany, for op (AMANY, HOLD, UNHOLD) */
+/* admitPart: part p of a DoMany, for op (AMANY, EARMARK, UNEARMARK) */
 inline admitPart(op) {
 	if
-	:: pheld[p] ->
-		hn[i] = hn[i] - pn[p]; hw[i] = hw[i] - pw[p]; pheld[p] = 0;
+	:: pmarked[p] ->
+		hn[i] = hn[i] - pn[p]; hw[i] = hw[i] - pw[p]; pmarked[p] = 0;
 		if
-		:: op == UNHOLD -> lgn[i] = lgn[i] + pn[p]; lgw[i] = lgw[i] + pw[p] /* let go: lent at the end */
+		:: op == UNEARMARK -> lgn[i] = lgn[i] + pn[p]; lgw[i] = lgw[i] + pw[p] /* let go: lent at the end */
 		:: else -> assert(op == AMANY)           /* its inputs take the room at once */
 		fi
 	:: else -> skip
@@ -381,14 +381,14 @@ inline admitPart(op) {
 		assert(op == AMANY)
 	:: else -> skip
 	fi;
-	room(pn[p], pw[p], ph[p]);
+	fits(pn[p], pw[p], ph[p]);
 	if
-	:: op == UNHOLD -> skip
-	:: op != UNHOLD && o != ROK ->
-		assert(np[p/2] == 1 || op == HOLD);      /* a granted or held part is let in */
+	:: op == UNEARMARK -> skip
+	:: op != UNEARMARK && o != ROK ->
+		assert(np[p/2] == 1 || op == EARMARK);   /* a granted or earmarked part is let in */
 		perr[p] = 1; rejok(pn[p], pw[p], ph[p], o)
-	:: op == HOLD && o == ROK ->
-		hn[i] = hn[i] + pn[p]; hw[i] = hw[i] + pw[p]; pheld[p] = 1;
+	:: op == EARMARK && o == ROK ->
+		hn[i] = hn[i] + pn[p]; hw[i] = hw[i] + pw[p]; pmarked[p] = 1;
 		assert(TAKENN <= N && TAKENW <= W)
 	:: op == AMANY && o == ROK ->
 		if
@@ -408,18 +408,18 @@ inline handleAll() {
 		x = bx[k];
 		if
 		:: bop[k] == ADM && DIRECT && !lex[ikey[x]] ->  /* state.admit: claim */
-			room(0, 0, iwt[x]);
+			fits(0, 0, iwt[x]);
 			if
 			:: o == ROK -> lex[ikey[x]] = 1; lbusy[ikey[x]] = 1; answer(iown[x], CLAIMED)
 			:: else -> rejok(1, iwt[x], iwt[x], o); answer(iown[x], REJECTED)
 			fi
 		:: (bop[k] == ADM && (!DIRECT || lex[ikey[x]])) || bop[k] == SUB ->  /* join */
-			room(1, iwt[x], iwt[x]);
+			fits(1, iwt[x], iwt[x]);
 			if
 			:: o == ROK -> enter(x)
 			:: else -> rejok(1, iwt[x], iwt[x], o); answer(iown[x], REJECTED)
 			fi
-		:: bop[k] == AMANY || bop[k] == HOLD || bop[k] == UNHOLD ->
+		:: bop[k] == AMANY || bop[k] == EARMARK || bop[k] == UNEARMARK ->
 			p = x; admitPart(bop[k]); p = 0
 		:: bop[k] == REL -> release(x)
 		:: bop[k] == RELW -> release(x); widle[i] = 1
@@ -484,8 +484,8 @@ inline lendPut() {
 }
 
 proctype loop(byte i) {
-	byte bop[INCSZ], bx[INCSZ];    /* l.batch: one wake-up's messages */
-	byte wd[INCSZ], nwd;           /* sh.replies: the words held back (1 + part) */
+	byte bop[INCSZ], bx[INCSZ];    /* l.share.msgs: one wake-up's messages */
+	byte wd[INCSZ], nwd;           /* l.out.words: the words held back (1 + part) */
 	byte nb, k, x, p, o, nn, nw, sn, sw, bn, bw, gn, gw, job;
 	bit gset[NK], gex[NK], gits[NK], ge, gi, cl;   /* sh.lanes */
 	bit roomlacks;                 /* see rejok */
@@ -615,15 +615,15 @@ proctype many(byte c) {
 			bn = 0; bw = 0; t = 0
 		};
 		if
-		:: !ok ->                                /* hold room shard by shard */
-			request(0, HOLD);
+		:: !ok ->                                /* earmark room shard by shard */
+			request(0, EARMARK);
 			if
 			:: perr[2*c] -> rej[c] = 1; goto out
 			:: else -> skip
 			fi;
-			request(1, HOLD);
+			request(1, EARMARK);
 			if
-			:: perr[2*c + 1] -> request(0, UNHOLD); rej[c] = 1; goto out
+			:: perr[2*c + 1] -> request(0, UNEARMARK); rej[c] = 1; goto out
 			:: else -> skip
 			fi
 		:: else -> ok = 0

@@ -1,18 +1,18 @@
 /*
  * shards.pml: a SPIN model of how the shards of one ferry share its two
- * bounds, the room (spare) and the workers' slots (the pool), as share.go,
+ * bounds, the room (spare) and the workers' slots (tokens), as share.go,
  * slots.go and loop.go implement them: loop.run, receive, handle's opAdmit
  * and opIdle, dispatch; share.borrowRoom, giveBackRoom; slots.takeSlot,
- * gotSlot, releaseSlot, giveBackIdleSlots; shareOf. A slot is a worker: the pool
- * holds idle workers, a shard runs its batches on the workers it holds, and
+ * gotSlot, releaseSlot, giveBackIdleSlots; shareOf. A slot is a worker: tokens
+ * hold idle workers, a shard runs its batches on the workers it holds, and
  * a worker is idle, and its slot free, only once it has answered its batch.
  * Nothing else of the ferry is here: see ferry.pml for one loop's protocol,
  * and README.md.
  *
  * Processes and the Go code they stand for:
- *   loop     loop.run (its select: inbound, the pool while starved below
- *            its share, the slots poke while starved at it), receive,
- *            handle (opAdmit: state.join's room check; opIdle: idleWorker,
+ *   loop     loop.run (its select: inbound, tokens while starved below
+ *            its share, the slots poke while starved at it: slots.waitOn),
+ *            receive, handle (opAdmit: state.join's check, fits; opIdle: idleWorker,
  *            releaseSlot), dispatch; the
  *            inlines and steps reserve, lend, take, unslot, keep stand for
  *            share.borrowRoom, giveBackRoom, slots.takeSlot, releaseSlot,
@@ -51,7 +51,7 @@
  *   slot is in flight, but for slots held by a loop in a wake-up (starveok);
  *   a loop parked below its share gets the slot of the next batch to end
  *   beyond a share (shareok); no deadlock; at the end the whole room is in
- *   spare and every slot in the pool; every caller is answered (live).
+ *   spare and every slot in tokens; every caller is answered (live).
  */
 
 #ifndef NW
@@ -100,28 +100,28 @@ chan jobs = [NW] of { byte, byte };        /* wk.jobs, the workers' (alike: see 
                                             * that holds the worker's slot, and a batch of one
                                             * caller's input */
 chan rep[NCALL] = [1] of { byte };         /* each caller's w.c */
-chan spare = [1] of { byte };              /* f.spare: the room no shard holds */
-chan slots = [NW] of { bit };              /* f.slots.free: the pool, the slots no shard holds,
+chan spare = [1] of { byte };              /* f.spare: the room no shard holds (its ledger) */
+chan slots = [NW] of { bit };              /* f.slots.free: tokens, the slots no shard holds,
                                             * each an idle worker (or one not started) */
 chan wpoke[NS] = [1] of { bit };           /* share.poke: a loop waiting for room back is poked */
 
-/* ---- the pool's marks (pool.holds, waiters, tokens.wants): changed only
- * by the loop that holds spare (room) or in one step (wants) ---- */
-bool holds[NS];     /* the shard may keep an allowance between wake-ups */
+/* ---- the ledger's marks and waiters (ledger.marks, waiters), tokens.wants:
+ * changed only by the loop that holds spare (room) or in one step (wants) ---- */
+bool marks[NS];     /* ledger.marks: the shard may keep an allowance between wake-ups */
 bool waiter[NS];    /* its poke is among the waiters: it lacks room, holds none */
 bool want[NS];      /* its slot poke is in wants: it waits for a slot given back */
 
 /* ---- each loop's own state (loop.go, the core's room in state.go) ---- */
-byte cap[NS];       /* st.lim.queued: the room the shard holds (grow) */
+byte cap[NS];       /* st.room.n: the room the shard holds (grow) */
 byte q[NS];         /* st.queued: inputs waiting */
 byte qa[NS*CMAX];    /* the waiting inputs, in order: callers */
-byte held[NS];      /* the slots, each a worker, the shard holds: len(workers) - len(free) */
+byte held[NS];      /* the slots, each a worker, the shard holds: slots.has() */
 byte flying[NS];    /* of those, busy (slots.busy): taken for a batch, no opIdle handled since */
-bool starved[NS];   /* l.starved */
+bool starved[NS];   /* l.slots.starved */
 bool pressed[NS];   /* share.pressed: an opGiveBack read, give all back at the lend */
-bool waiting[NS];   /* slots.waiting: it looks at the pool again only once poked */
+bool waiting[NS];   /* slots.waiting: it looks at tokens again only once poked */
 bit  spoke[NS];     /* slots.poke, capacity 1 */
-byte gave[NS];      /* slots.gave: slots given back, less those taken from the pool, since it last poked wants */
+byte gave[NS];      /* slots.gave: slots given back, less those taken from tokens, since it last poked wants */
 /* ---- what Go's runtime knows: where a loop is, what it was handed ---- */
 bool awake[NS];     /* in a wake-up, from its receive (or slot) to its jobs'
                      * start; else at its select in run */
@@ -138,7 +138,7 @@ byte nwork;         /* worker goroutines with a batch: from its job to its opIdl
 /* the room: all of it is in spare, in a core, or in the hands of the one
  * loop that holds spare (x) */
 #define ROOMOK(x) ((x) + cap[0] + cap[1] == TOTAL)
-/* the slots: all of them are in the pool or held by a shard, and a shard's
+/* the slots: all of them are in tokens or held by a shard, and a shard's
  * batches in flight have slots it holds */
 #define SLOTSOK (len(slots) + held[0] + held[1] + gift[0] + gift[1] == NW && \
                  flying[0] <= held[0] && flying[1] <= held[1])
@@ -154,7 +154,7 @@ byte nwork;         /* worker goroutines with a batch: from its job to its opIdl
 #define ACTIVE(s) true
 #endif
 
-/* a slot goes back to the pool (l.slots <- struct{}{}, never blocking): a
+/* a slot goes back to tokens (tokens.put, never blocking): a
  * send on a channel that a parked select waits on hands the value to that
  * select, which then returns with it, as Go's runtime does; else it is
  * buffered, and any loop may take it */
@@ -189,8 +189,8 @@ inline rejok() {
 
 /* loop i starves: every slot is in flight, but for slots held by a loop in
  * the middle of a wake-up (which uses them, or gives them back, before it
- * sleeps); one that waits for a poke (slots.waiting) without looking at the
- * pool holds its share, and a slot in the pool has its poke on the way:
+ * sleeps); one that waits for a poke (slots.waiting) without looking at
+ * tokens holds its share, and a slot in tokens has its poke on the way:
  * poked, or the loop that gave it back still in its wake-up */
 inline starveok() {
 	assert(held[i] == flying[i]);
@@ -218,25 +218,25 @@ inline lent() {
 #endif
 	:: else -> skip                              /* it took back what it gave: no poke */
 	fi;
-	/* the slots given back are in the pool: one waiting has its poke */
+	/* the slots given back are in tokens: one waiting has its poke */
 	assert(!waiting[1-i] || spoke[1-i] || empty(slots));
 	/* with two shards none is in wants while the other holds beyond its share */
 	assert(!waiting[1-i] || held[i] <= OWN(i))
 }
 
-/* slots.hold of a slot from the pool: one fewer given back, net */
+/* slots.adopt of a slot from tokens: one fewer given back, net */
 inline took() {
 	gave[i] = (gave[i] > 0 -> gave[i] - 1 : 0)
 }
 
-/* slots.giveBack's end: a loop that gives slots back looks at the pool again */
+/* slots.giveBack's end: a loop that gives slots back looks at tokens again */
 inline gaveback() {
 	gave[i]++;
 	waiting[i] = 0; spoke[i] = 0                     /* it looks again; its poke, drained */
 }
 
 /* handle(opAdmit): the core admits c if the room it holds has space
- * (state.join, room), else rejects it */
+ * (state.join, fits), else rejects it */
 inline admit1() {
 	if
 	:: cap[i] > q[i] ->
@@ -260,7 +260,7 @@ inline unslot() {
 	flying[i]--;
 #ifndef MUT_UNSLOT_KEEPS
 	if
-	:: held[i] > OWN(i) -> held[i]--; give(); gaveback()  /* the pool never fills */
+	:: held[i] > OWN(i) -> held[i]--; give(); gaveback()  /* tokens never fill */
 	:: else -> skip
 	fi;
 #endif
@@ -311,13 +311,13 @@ inline take() {
 #ifndef MUT_NO_SLOT
 	flying[i]++;
 #endif
-	stl[ns] = c; ns++; c = 0;                        /* l.started */
+	stl[ns] = c; ns++; c = 0;                        /* l.out.starts */
 	mvr[i]++;
 	assert(SLOTSOK)
 }
 
 /* keep (slots.giveBackIdleSlots): the slots the shard holds and does not
- * use go back to the pool */
+ * use go back to tokens */
 inline keep() {
 #ifndef MUT_NO_KEEP
 	do
@@ -343,12 +343,12 @@ inline startJobs() {
 }
 
 proctype loop(byte i) {
-	byte bop[INCSZ], bc[INCSZ];  /* l.batch: one wake-up's messages */
-	byte stl[NW];               /* l.started: the jobs of the batches taken */
+	byte bop[INCSZ], bc[INCSZ];  /* l.share.msgs: one wake-up's messages */
+	byte stl[NW];               /* l.out.starts: the jobs of the batches taken */
 	byte nb, ns, k, c, need, lack, b, got, back, wnt, kp;
 	bit below, mark;
 end_l:
-	/* run: the select; the pool is in it only while the shard is starved */
+	/* run: the select; tokens are in it only while the shard is starved (slots.waitOn) */
 	if
 	:: atomic {
 		!gift[i] && nempty(inc[i]) ->
@@ -382,21 +382,21 @@ end_l:
 borrow:
 		if
 		:: lack > 0 ->
-			atomic { spare?b -> assert(ROOMOK(b)) };   /* b := <-l.spare */
+			atomic { spare?b -> assert(ROOMOK(b)) };   /* b := <-l.share.spare (room.take) */
 			if
 			:: atomic {
 #ifndef MUT_NO_ASK
-				b >= lack || !holds[1-i] ->
+				b >= lack || !marks[1-i] ->
 #else
 				true ->                          /* MUTATION: short, it never asks */
 #endif
 				wnt = lack + (KEEPS -> q[i] : 0);  /* keeping an allowance: borrow ahead */
 				got = (b < wnt -> b : wnt);
-				spare!b - got;                   /* l.spare <- ...: no loop holds it now */
+				spare!b - got;                   /* room.put: no loop holds it now */
 				cap[i] = cap[i] + got;           /* grow */
 				if
 #ifndef MUT_KEEP_UNMARKED
-				:: KEEPS && !waiter[1-i] -> holds[i] = 1   /* what is left may stay */
+				:: KEEPS && !waiter[1-i] -> marks[i] = 1   /* what is left may stay */
 #endif
 				:: else -> skip
 				fi;
@@ -410,10 +410,10 @@ borrow:
 			   }
 #ifndef MUT_NO_ASK
 			:: atomic {                          /* short while the other may hold room: */
-				b < lack && holds[1-i] ->        /* give it all, wait as a waiter */
+				b < lack && marks[1-i] ->        /* give it all, wait as a waiter */
 				back = cap[i] - q[i]; cap[i] = q[i];
 				spare!b + back;
-				holds[i] = 0; waiter[i] = 1;
+				marks[i] = 0; waiter[i] = 1;
 				assert(ROOMOK(b + back));
 				b = 0; back = 0
 			   };
@@ -425,7 +425,7 @@ borrow:
 		:: else -> skip
 		fi
 #ifndef MUT_NO_STARVED_CASE
-	:: atomic {                                  /* case <-slot: (slots.parked) */
+	:: atomic {                                  /* case <-slot: (slots.waitOn) */
 		starved[i] && !waiting[i] && !gift[i] && nempty(slots) ->
 		slots?_; held[i]++; took();
 		awake[i] = 1; starved[i] = 0;
@@ -439,7 +439,7 @@ borrow:
 	   }
 #endif
 #ifndef MUT_NO_SLOT_WAKE
-	:: atomic {                                  /* case <-given (slots.wakes): starved at its */
+	:: atomic {                                  /* case <-given (slots.waitOn): starved at its */
 		starved[i] && waiting[i] && spoke[i] && !gift[i] ->  /* share, poked: looks again */
 		spoke[i] = 0; waiting[i] = 0;            /* slots.poked */
 		awake[i] = 1; starved[i] = 0
@@ -450,7 +450,7 @@ borrow:
 	/* dispatch: a batch on each idle worker while a lane is ready */
 	do
 #if defined(MUT_NO_SLOT)
-	:: atomic { q[i] > 0 && flying[i] < NW -> take() }   /* MUTATION: l.slots nil, as with one shard */
+	:: atomic { q[i] > 0 && flying[i] < NW -> take() }   /* MUTATION: no tokens, as with one shard */
 	:: atomic { q[i] > 0 && flying[i] == NW -> break }
 #elif defined(MUT_IGNORE_HELD)
 	:: atomic {                                  /* MUTATION: takeSlot ignores the slots it holds */
@@ -462,7 +462,7 @@ borrow:
 	:: atomic { q[i] > 0 && flying[i] < held[i] -> take() }  /* takeSlot: an idle worker it holds */
 	:: atomic {
 		q[i] > 0 && flying[i] == held[i] && !waiting[i] && nempty(slots) ->
-		slots?_; held[i]++; took(); take()       /* takeSlot: one from the pool (hold) */
+		slots?_; held[i]++; took(); take()       /* takeSlot: one from tokens (adopt) */
 	   }
 	:: atomic {                                  /* takeSlot: none, starved */
 		q[i] > 0 && flying[i] == held[i] && (waiting[i] || empty(slots)) ->
@@ -470,7 +470,7 @@ borrow:
 		if
 		:: !waiting[i] && held[i] >= OWN(i) ->   /* its share, all busy: into wants */
 			want[i] = 1; waiting[i] = 1
-		:: else -> skip                          /* waiting: no look; below its share: run waits on the pool */
+		:: else -> skip                          /* waiting: no look; below its share: run waits on tokens */
 		fi;
 		starveok();
 #ifndef MUT_KEEP_UNLESS_STARVED
@@ -483,9 +483,9 @@ borrow:
 	od;
 
 	/* lend (share.giveBackRoom), then the batches start. (In Go the
-	 * wake-up's words on the drops and unholds it handled go out there too,
-	 * after the lend and before the jobs: share.replyAfterLend, dispatch.
-	 * Drops and unholds are not modelled here.) */
+	 * wake-up's words on the drops and unearmarks it handled go out there
+	 * too, after the lend and before the jobs: loop.replyAfterLend,
+	 * sendOut. Drops and unearmarks are not modelled here.) */
 #ifdef MUT_JOBS_BEFORE_LEND
 	atomic { startJobs() };                          /* MUTATION: the batches start first */
 #endif
@@ -500,7 +500,7 @@ borrow:
 			:: skip
 			fi;
 #ifndef MUT_KEEP_UNMARKED
-			mark = holds[i] || kp > 0
+			mark = marks[i] || kp > 0
 #else
 			mark = 0                             /* MUTATION: it keeps, never marked */
 #endif
@@ -509,8 +509,8 @@ borrow:
 	};
 	if
 	:: atomic {
-		(back != kp || mark != holds[i]) && nempty(spare) ->
-		spare?b;                                     /* b := <-l.spare */
+		(back != kp || mark != marks[i]) && nempty(spare) ->
+		spare?b;                                     /* b := <-l.share.spare (room.take) */
 		if
 		:: waiter[1-i] -> kp = 0; mark = 0           /* one waits: keep nothing */
 		:: else -> skip
@@ -520,17 +520,17 @@ borrow:
 	   };
 	   atomic {
 		spare!b + back;
-		holds[i] = mark;
+		marks[i] = mark;
 		pressed[i] = 0;
 		if
-		:: waiter[1-i] && (back > 0 || !holds[i]) -> waiter[1-i] = 0; wpoke[1-i]!1  /* pool.wake */
+		:: waiter[1-i] && (back > 0 || !marks[i]) -> waiter[1-i] = 0; wpoke[1-i]!1  /* ledger.wake */
 		:: else -> skip
 		fi;
 		assert(ROOMOK(b + back));
 		b = 0; back = 0; kp = 0; mark = 0;
 		startJobs()
 	   }
-	:: atomic { back == kp && mark == holds[i] -> back = 0; kp = 0; mark = 0; startJobs() }
+	:: atomic { back == kp && mark == marks[i] -> back = 0; kp = 0; mark = 0; startJobs() }
 	fi;
 #else
 	atomic { startJobs() };                          /* MUTATION: lend never called */
@@ -596,7 +596,7 @@ init {
 		spare!TOTAL;                                 /* New: the whole room in spare */
 		k = 0;
 		do
-		:: k < NW -> slots!1; k++                    /* and every slot in the pool */
+		:: k < NW -> slots!1; k++                    /* and every slot in tokens */
 		:: else -> break
 		od;
 		run loop(0); run loop(1);

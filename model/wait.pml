@@ -3,17 +3,17 @@
  * rule 6), as wait.go, loop.go, share.go, many.go, submit.go and do.go do
  * it: each loop's wait line (admit, wait, admitWaiting, needOf, letIn,
  * admitPart, letInPart, borrowWait, grant, leave, drop, closeWaits), the
- * shared room's pool with its free room and its reservations in order
- * (pool.give, reserve, claim, cancel, fill with its pokes, borrow), a
+ * shared room's ledger with its free room and its reservations in order
+ * (ledger.give, reserve, claim, cancel, fill with its pokes, borrow), a
  * shard's side of it (share.borrowRoom, roomFor, giveBackRoom), and the
  * callers: Do and Submit of one input, DoMany of one input in each shard
  * (borrow, then every part sent at once; else opBorrowWait, then part 1),
  * whose ctx may end as they wait (opDrop, opLeave), and Close or Shutdown,
- * which mark the pool as ending (room.end) before they tell any shard: a
- * shard that takes the pool after the mark starts that end itself
+ * which mark the ledger as ending (room.end) before they tell any shard: a
+ * shard that takes the ledger after the mark starts that end itself
  * (heedEnd). Every admission that begins to wait takes a wait number
- * from the pool (share.number), and the reservations stand in the order
- * of their admissions' numbers (pool.reserve). Nothing
+ * from the ledger (share.number), and the reservations stand in the order
+ * of their admissions' numbers (ledger.reserve). Nothing
  * else of the ferry is here: see ferry.pml for one loop's protocol,
  * room.pml for the room shared without WaitForRoom, and README.md.
  *
@@ -34,7 +34,7 @@
  *   shutter Ferry.Shutdown: room.end, then opShutdown to each shard
  *
  * The room is one quantity, W: MaxQueued with every input weighing 1, or
- * MaxQueuedWeight with MaxQueued never binding (the pool moves inputs and
+ * MaxQueuedWeight with MaxQueued never binding (the ledger moves inputs and
  * weight alike and each on its own; see README.md).
  *
  * Configuration (-D on spin's command line): one of
@@ -50,7 +50,7 @@
  *            one of weight 1 in shard 0 (key 0); caller 2 one of weight Y
  *            (default 2) in shard 0 (key 2); caller 3 one of weight Z
  *            (default 2) in shard 1 (key 3): reservations whose needs
- *            change as an admission leaves (pool.fill's taking from later
+ *            change as an admission leaves (ledger.fill's taking from later
  *            ones); with Z=1 caller 3's reservation holds its need while
  *            caller 2, behind caller 1, began to wait before it
  *   BUG=1    W 2: caller 0 a Do of weight G (default 1) in shard 0,
@@ -73,9 +73,9 @@
  *   MUT_*    one mutation each; see README.md
  *
  * Properties (assertions, invalid end states; ltl live under weak
- * fairness): the room is conserved: the pool's free room, what its
+ * fairness): the room is conserved: the ledger's free room, what its
  * reservations hold, the shards' cores and the room granted to DoMany
- * parts and not yet taken in by a loop sum to W at every use of the pool
+ * parts and not yet taken in by a loop sum to W at every use of the ledger
  * (ROOMOK);
  * what waits in a shard's lanes never passes its core's room; a shard that
  * says it has a reservation (reserved) has one, and a shard has one at
@@ -213,7 +213,7 @@ chan gc[NP] = [1] of { bit };               /* p.c: a loop's word on a part */
 byte ish[NIN], ikey[NIN], iwt[NIN], iown[NIN];  /* an input's shard, key, weight, caller */
 byte kind[NCALL], cx[NCALL];                   /* a caller's kind, its (first) input */
 
-/* ---- the pool (share.go), behind f.spare: one step holds it ---- */
+/* ---- the ledger (pool.go), behind f.spare: one step holds it ---- */
 byte free;                   /* p.free */
 byte nres;                   /* len(p.resv) */
 byte rsh[NS], rneed[NS], rgot[NS];  /* p.resv in order: shard + 1, need, got */
@@ -228,7 +228,7 @@ bit  pgrant[NP];             /* granted: the part's room is aside, the loop adds
 byte perr[NP];               /* p.err: 0 (nil), DROPPED, CLOSED */
 
 /* ---- each loop's own state ---- */
-byte cap[NS];                /* st.lim: the room the core holds */
+byte cap[NS];                /* st.room: the room the core holds */
 byte q[NS];                  /* st.weight: what waits in its lanes */
 bit  closed[NS];             /* closing or shutting down: the room admits nothing */
 bit  closing[NS];            /* close has drained the shard */
@@ -257,12 +257,12 @@ byte lastk[NK];              /* the place of the last input of each key to enter
 bit  out[NIN];               /* the input's caller was told it is not let in */
 bit  adm[NIN];               /* the input was let in */
 byte ndone;                  /* callers returned */
-bit  endbegun;               /* Close or Shutdown has begun (marked the pool, or not: a mutation) */
+bit  endbegun;               /* Close or Shutdown has begun (marked the ledger, or not: a mutation) */
 
-#define SPARE(s) (cap[s] - q[s])
+#define UNUSED(s) (cap[s] - q[s])      /* st.unused() */
 #define ROOMOK (free + rgot[0] + rgot[1] + cap[0] + cap[1] + grn == W)
 
-/* ================= the pool: pure bookkeeping ================= */
+/* ================= the ledger: pure bookkeeping ================= */
 
 /* move: to takes from from what it lacks of nd, as much as from has */
 inline mv(from, to, nd) {
@@ -271,7 +271,7 @@ inline mv(from, to, nd) {
 	from = from - dd; to = to + dd; dd = 0
 }
 
-/* pool.fill: the reservations in order, each up to its need, from free,
+/* ledger.fill: the reservations in order, each up to its need, from free,
  * then from the later ones, the last first; each ready once full, after
  * every one before it is ready and no admission behind one of theirs
  * (rnext) began to wait before its own; a poke for each it makes ready */
@@ -317,7 +317,7 @@ inline fill() {
 	fa = 0; op = 0; mn = 0
 }
 
-/* pool.find: ri = the index of shard s's reservation, or NS */
+/* ledger.find: ri = the index of shard s's reservation, or NS */
 inline find(s) {
 	ri = 0;
 	do
@@ -341,7 +341,7 @@ inline dropResv(ri) {
 	nres--; rsh[nres] = 0; rneed[nres] = 0; rgot[nres] = 0; rn[nres] = 0; rnext[nres] = 0; rready[nres] = 0
 }
 
-/* pool.reserve(s's poke, nd, n, nx): the reservation of admission n, with
+/* ledger.reserve(s's poke, nd, n, nx): the reservation of admission n, with
  * nx behind it, in its place by n, holding what s's held (hg) */
 inline reserve(s, nd, n, nx) {
 	find(s);
@@ -381,7 +381,7 @@ inline reserve(s, nd, n, nx) {
 	fill()
 }
 
-/* pool.claim(s's poke): got, if ready; else nothing */
+/* ledger.claim(s's poke): got, if ready; else nothing */
 inline claim(s) {
 	find(s);
 	assert(ri < NS);
@@ -392,7 +392,7 @@ inline claim(s) {
 	ri = 0
 }
 
-/* pool.cancel(s's poke) */
+/* ledger.cancel(s's poke) */
 inline cancel(s) {
 	find(s);
 	if
@@ -429,25 +429,25 @@ inline ordok(n) {
 }
 
 /* share.roomFor(nd, n), nd > 0, for admission n: once the ferry's end
- * has begun, nothing (hear: the loop starts it); else the core's spare to
- * the pool, the shard's reservation made n's, needing nd, what it holds
+ * has begun, nothing (hear: the loop starts it); else the core's unused room
+ * to the ledger, the shard's reservation made n's, needing nd, what it holds
  * taken: ok if the core has nd */
 inline roomFor(nd, n) {
 	if
 	:: ending -> hear = 1; ok = 0;
 		printf("ROOMFOR shard %d hears the end\n", i)
 	:: !ending ->
-		b = SPARE(i); cap[i] = cap[i] - b;
+		b = UNUSED(i); cap[i] = cap[i] - b;
 		give(b); b = 0;
 		nxt = (nl[i] > 1 -> lnum[i*LS + 1] : 0);   /* waitLine.second */
 		reserve(i, nd, n, nxt); nxt = 0;
 		reserved[i] = 1;
 		claim(i);
 		cap[i] = cap[i] + got;
-		printf("ROOMFOR shard %d need %d (number %d): claims %d, core %d spare %d; pool free %d resv %d\n", i, nd, n, got, cap[i], SPARE(i), free, nres);
+		printf("ROOMFOR shard %d need %d (number %d): claims %d, core %d unused %d; ledger free %d resv %d\n", i, nd, n, got, cap[i], UNUSED(i), free, nres);
 		got = 0;
 		resok();
-		ok = (SPARE(i) >= nd);
+		ok = (UNUSED(i) >= nd);
 		if
 		:: ok -> ordok(n)
 		:: else -> skip
@@ -457,17 +457,17 @@ inline roomFor(nd, n) {
 
 /* share.giveBackRoom */
 inline giveBackRoom() {
-	b = SPARE(i);
+	b = UNUSED(i);
 	if
 	:: b > 0 || (reserved[i] && !wants[i]) ->
 		cap[i] = cap[i] - b;
 		give(b);
-		printf("LEND shard %d gives back %d; pool free %d\n", i, b, free);
+		printf("LEND shard %d gives back %d; ledger free %d\n", i, b, free);
 		b = 0;
 		if
 		:: reserved[i] && !wants[i] ->
 #ifndef MUT_NO_CANCEL
-			cancel(i); printf("CANCEL shard %d's reservation; pool free %d\n", i, free);
+			cancel(i); printf("CANCEL shard %d's reservation; ledger free %d\n", i, free);
 #endif
 			reserved[i] = 0
 		:: else -> skip
@@ -490,7 +490,7 @@ inline say(en) {
 
 inline push(en) {
 	assert(nl[i] < LS);
-	wnum++;                                      /* share.number: from the pool */
+	wnum++;                                      /* share.number: from the ledger */
 	line[i*LS + nl[i]] = en; lnum[i*LS + nl[i]] = wnum; nl[i]++;
 	printf("WAIT shard %d: ", i); say(en); printf(" joins the line (%d waiting)\n", nl[i])
 }
@@ -522,7 +522,7 @@ inline fifo() {
 }
 
 /* nothing is let in once Close or Shutdown has begun: every let-in takes
- * its room through the pool, which says the end has begun */
+ * its room through the ledger, which says the end has begun */
 inline endok() {
 	assert(!endbegun)
 }
@@ -532,7 +532,7 @@ inline endok() {
 /* state.enter of input y: into its lane, in its key's order */
 inline enter(y) {
 	assert(!out[y] && !adm[y]);
-	assert(iwt[y] <= SPARE(i));              /* nothing is refused for room */
+	assert(iwt[y] <= UNUSED(i));              /* nothing is refused for room */
 	assert(nla[i] < LN);
 	lane[i*LN + nla[i]] = y + 1; nla[i]++; q[i] = q[i] + iwt[y];
 	assert(q[i] <= cap[i]);
@@ -556,7 +556,7 @@ inline answer(c, r) {
 	assert(nfull(rep[c])); rep[c]!r
 }
 
-/* share.replyAfterLend: a part's word (en = EPART) or a dropped Do's */
+/* loop.replyAfterLend: a part's word (en = EPART) or a dropped Do's */
 inline later(en) {
 	assert(nrl < LS + NIN); rl[nrl] = en; nrl++
 }
@@ -651,8 +651,8 @@ inline admit(x) {
 #endif
 		if
 		:: closed[i] -> answer(iown[x], CLOSED)  /* refused: ErrClosed */
-		:: !closed[i] && iwt[x] <= SPARE(i) -> fifo(); endok(); letIn(x)
-		:: !closed[i] && iwt[x] > SPARE(i) -> push(EIN(x))      /* rejectedFull: it waits */
+		:: !closed[i] && iwt[x] <= UNUSED(i) -> fifo(); endok(); letIn(x)
+		:: !closed[i] && iwt[x] > UNUSED(i) -> push(EIN(x))      /* rejectedFull: it waits */
 		fi
 	fi
 }
@@ -675,7 +675,7 @@ inline admitPart(p) {
 		takeRoomOf(p);
 		if
 		:: closed[i] -> perr[p] = CLOSED; later(EPART(p))
-		:: !closed[i] && iwt[y] <= SPARE(i) ->
+		:: !closed[i] && iwt[y] <= UNUSED(i) ->
 			fifo();
 			if
 			:: !gr -> endok()
@@ -683,7 +683,7 @@ inline admitPart(p) {
 			fi;
 			gr = 0;
 			enter(y); perr[p] = 0; later(EPART(p))
-		:: !closed[i] && iwt[y] > SPARE(i) -> push(EPART(p))
+		:: !closed[i] && iwt[y] > UNUSED(i) -> push(EPART(p))
 		fi
 	fi;
 	y = 0
@@ -820,7 +820,7 @@ inline lclose() {
 	fi
 }
 
-/* heedEnd: the end the pool says has begun */
+/* heedEnd: the end the ledger says has begun */
 inline heedEnd() {
 	hear = 0;
 	if
@@ -849,12 +849,12 @@ inline borrowRoom() {
 		k = 0;
 		nd = ((nd > W) -> W : nd);
 		if
-		:: nd > SPARE(i) && ending -> hear = 1; printf("BORROW shard %d hears the end\n", i)
-		:: nd > SPARE(i) && !ending ->
-			b = nd - SPARE(i);
+		:: nd > UNUSED(i) && ending -> hear = 1; printf("BORROW shard %d hears the end\n", i)
+		:: nd > UNUSED(i) && !ending ->
+			b = nd - UNUSED(i);
 			b = ((free < b) -> free : b);
 			free = free - b; cap[i] = cap[i] + b;
-			printf("BORROW shard %d borrows %d; pool free %d\n", i, b, free);
+			printf("BORROW shard %d borrows %d; ledger free %d\n", i, b, free);
 			b = 0;
 			resok()
 		:: else -> skip
@@ -953,8 +953,8 @@ inline sendJobs() {
 }
 
 proctype loop(byte i) {
-	byte bop[INCSZ], bx[INCSZ], nb;   /* l.batch: one wake-up's messages */
-	byte rl[LS + NIN], nrl;           /* sh.replies: the words held back */
+	byte bop[INCSZ], bx[INCSZ], nb;   /* l.share.msgs: one wake-up's messages */
+	byte rl[LS + NIN], nrl;           /* l.out.words: the words held back */
 	byte job[LN], nj;                 /* the batches taken: their inputs */
 	byte k, k2, k3, x, y, e, nd, b, got, dd, fa, fb, ri, hg, mn, nxt;
 	bit ok, stop, was, took, must, disp, hear, gr, op;
@@ -977,7 +977,7 @@ end_l:
 	:: atomic { reserved[i] && nempty(poke[i]) -> poke[i]?_; disp = 1; wants[i] = 0 }
 	:: atomic { nla[i] > 0 -> must = 1; disp = 1; wants[i] = 0 }   /* the alarm */
 	fi;
-	/* admitWaiting: one step per turn (each takes the pool once) */
+	/* admitWaiting: one step per turn (each takes the ledger once) */
 aw:
 	do
 	:: atomic { !stop && !closed[i] && nl[i] > 0 -> admitOne();
@@ -1101,7 +1101,7 @@ inline awaitPart(p) {
 	fi
 }
 
-/* giveBack: part p's granted room, not used, back to the pool */
+/* giveBack: part p's granted room, not used, back to the ledger */
 inline giveBack(p) {
 	pgrant[p] = 0; grn = grn - iwt[PIN(p)];
 	give(iwt[PIN(p)]); resok()
@@ -1119,7 +1119,7 @@ proctype many(byte c) {
 		:: !ending && free >= iwt[cx[c]] + iwt[cx[c] + 1] ->
 			free = free - iwt[cx[c]] - iwt[cx[c] + 1]; grn = grn + iwt[cx[c]] + iwt[cx[c] + 1];
 			pgrant[2*c] = 1; pgrant[2*c + 1] = 1;
-			printf("MANY %d borrows %d from the pool; free %d\n", c, iwt[cx[c]] + iwt[cx[c] + 1], free)
+			printf("MANY %d borrows %d from the ledger; free %d\n", c, iwt[cx[c]] + iwt[cx[c] + 1], free)
 		:: ending || free < iwt[cx[c]] + iwt[cx[c] + 1] -> bw = 1;  /* the room of all, in part 0's shard */
 			printf("MANY %d cannot borrow (free %d)\n", c, free)
 		fi;
@@ -1220,7 +1220,7 @@ init {
 		input(1, 1, 1, 1, 1); caller(1, KIND(1), 1);
 		input(2, 0, 2, 1, 2); caller(2, KIND(2), 2);
 #endif
-		free = W;                                /* New: all the room in the pool */
+		free = W;                                /* New: all the room in the ledger */
 		k = 0;
 		do
 		:: k < NCALL && ISPRE(k) -> pre(k, cx[k]); k++
