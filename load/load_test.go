@@ -468,31 +468,11 @@ func TestBadScope(t *testing.T) {
 	assert.Empty(t, b.seen())
 }
 
-// callsPerKeyInEffect says whether ferry honours Config.MaxCallsPerKey: a
-// second Load of a scope whose direct fetch runs makes a fetch of its own
-// under MaxCallsPerKey 2, rather than wait in the lane.
-func callsPerKeyInEffect(t *testing.T) (ok bool) {
-	synctest.Test(t, func(t *testing.T) {
-		b := newBackend(true)
-		l := newLoader(t, b, Config{MaxCallsPerKey: 2})
-		load(context.Background(), l, 1)
-		synctest.Wait()
-		load(context.Background(), l, 2)
-		synctest.Wait()
-		ok = len(b.seen()) == 2
-		l.Close()
-	})
-	return ok
-}
-
 // Under the default MaxCallsPerKey (4) an idle scope's first four Loads
 // make a fetch each, at once; later ones wait in the lane and go as one
 // batch when a fetch returns. Mutation: New leaving MaxCallsPerKey at 0
 // (ferry's 1) fails the count.
 func TestCallsPerKey(t *testing.T) {
-	if !callsPerKeyInEffect(t) {
-		t.Skip("ferry's MaxCallsPerKey is not in effect yet: one call in flight per key")
-	}
 	synctest.Test(t, func(t *testing.T) {
 		b := newBackend(true)
 		l := newLoader(t, b, Config{})
@@ -522,11 +502,9 @@ func TestCallsPerKey(t *testing.T) {
 }
 
 // A slow fetch holds its own callers alone: the scope's other Loads are
-// fetched and answered while it runs.
+// fetched and answered while it runs. Mutation: New leaving MaxCallsPerKey
+// at 0 (ferry's 1) fails it.
 func TestSlowFetchHoldsItsOwn(t *testing.T) {
-	if !callsPerKeyInEffect(t) {
-		t.Skip("ferry's MaxCallsPerKey is not in effect yet: one call in flight per key")
-	}
 	synctest.Test(t, func(t *testing.T) {
 		l, err := New(func(ctx context.Context, ids []int) (map[int]string, error) {
 			if slices.Contains(ids, 1) {

@@ -10,10 +10,8 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
-	"github.com/ferrygo/ferry"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
@@ -171,9 +169,6 @@ func TestSlowIDHoldsOnlyItsRequest(t *testing.T) {
 	const slowID, otherID = 11, 12
 	for _, mode := range []Mode{Ferry, Dataloadgen} {
 		t.Run(string(mode), func(t *testing.T) {
-			if mode == Ferry && !callsPerKeyInEffect(t) {
-				t.Skip("ferry's MaxCallsPerKey is not in effect yet: one call in flight per key")
-			}
 			m := newModeServer(t, dsn, Options{Mode: mode, SlowID: slowID, SlowFor: 2 * time.Second})
 			again(t, dsn, map[Mode]*modeServer{mode: m}, func() error { return slowAndOther(t, m, slowID, otherID) })
 		})
@@ -284,26 +279,4 @@ func waitUp(t *testing.T, dsn string) {
 		}
 		time.Sleep(100 * time.Millisecond) // the next try, not a wait for things to settle
 	}
-}
-
-// callsPerKeyInEffect says whether ferry honours Config.MaxCallsPerKey: a
-// second Do of a key whose direct call runs makes a direct call of its own
-// under MaxCallsPerKey 2, rather than wait in the lane.
-func callsPerKeyInEffect(t *testing.T) (ok bool) {
-	synctest.Test(t, func(t *testing.T) {
-		release := make(chan struct{})
-		f, err := ferry.New(func(_ context.Context, _ int, ins []int) ([]int, error) {
-			<-release
-			return ins, nil
-		}, ferry.Config[int, int]{Key: func(int) int { return 0 }, DirectCalls: true, MaxCallsPerKey: 2})
-		require.NoError(t, err)
-		for i := range 2 {
-			go f.Do(context.Background(), i)
-			synctest.Wait()
-		}
-		ok = f.Stats().DirectCalls == 2
-		close(release)
-		f.Close()
-	})
-	return ok
 }
