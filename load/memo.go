@@ -104,6 +104,21 @@ func (l *Loader[ID, V]) claim(m *memo, scope any, ids []ID) (es []*entry[V], min
 	return es, mine
 }
 
+// claimOne is claim for one id, without claim's slices: mine says that
+// it made e, which the caller must settle.
+func (l *Loader[ID, V]) claimOne(m *memo, scope any, id ID) (e *entry[V], mine bool) {
+	tabs := <-m.tables
+	defer func() { m.tables <- tabs }()
+	t := l.table(tabs)
+	k := entryKey[ID]{scope, id}
+	if e, ok := t[k]; ok {
+		return e, false
+	}
+	e = &entry[V]{done: make(chan struct{})}
+	t[k] = e
+	return e, true
+}
+
 // settle gives e, the entry of id made by a claim, its answer, and takes
 // it out of m unless it is kept: a value, or not found. gaveUp says that
 // the claimer's ctx ended before the answer.
@@ -144,15 +159,14 @@ func (l *Loader[ID, V]) loadMemo(ctx context.Context, m *memo, scope any, id ID)
 		var zero V
 		return zero, err
 	}
-	ids := []ID{id}
 	for {
-		es, mine := l.claim(m, scope, ids)
-		if mine != nil {
+		e, mine := l.claimOne(m, scope, id)
+		if mine {
 			v, err := l.f.Do(ctx, req[ID]{scope, id})
-			l.settle(m, scope, id, es[0], v, err, ctx.Err() != nil)
+			l.settle(m, scope, id, e, v, err, ctx.Err() != nil)
 			return v, err
 		}
-		v, again, err := await(ctx, es[0])
+		v, again, err := await(ctx, e)
 		if !again {
 			return v, err
 		}
