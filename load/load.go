@@ -58,7 +58,7 @@ type Config struct {
 	MaxInFlightBatches int           // batched fetches in flight across scopes; 0: DefaultMaxInFlightBatches
 	MaxQueued          int           // ids waiting across scopes (each Load is one, each id of a LoadMany one); beyond it ferry.ErrRejected; 0: DefaultMaxQueued
 	CallTimeout        time.Duration // a fetch's ctx ends this long after it starts (ferry.ErrCallTimeout); 0: none
-	Shards             int           // the ferry's loops, scopes spread by hash; 0: GOMAXPROCS, at most MaxInFlightBatches
+	Shards             int           // the ferry's loops, scopes spread by hash; 0: one without Scope (one key needs one loop), else GOMAXPROCS, at most MaxInFlightBatches
 
 	// OnBatch is told of every finished fetch, off the ferry's loop, as
 	// ferry.Config.OnBatch: Key is the scope, Size the ids (repeats
@@ -101,6 +101,9 @@ func New[ID comparable, V any](fetch Fetch[ID, V], cfg Config) (*Loader[ID, V], 
 		Shards:             cfg.Shards,
 		OnBatch:            cfg.OnBatch,
 		DirectCalls:        true,
+	}
+	if fc.Shards == 0 && cfg.Scope == nil {
+		fc.Shards = 1 // one scope: the other loops would only share its room and slots
 	}
 	f, err := ferry.New(l.call, fc)
 	if err != nil {

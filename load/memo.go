@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 
 	"github.com/ferrygo/ferry"
 )
@@ -17,10 +18,23 @@ import (
 type memoKey struct{}
 
 // memo is one request's memo: its tables, one per Loader (a
-// map[entryKey[ID]]*entry[V] under the Loader's pointer), in tables while no
-// caller holds them.
+// map[entryKey[ID]]*entry[V] under the Loader's pointer), split over
+// memoStripes channels by a hash of the id, each holding its part while no
+// caller holds it, so that a request's concurrent resolvers seldom meet.
 type memo struct {
-	tables chan map[any]any
+	stripes [memoStripes]chan map[any]any
+}
+
+// memoStripes is how many parts a memo is split into.
+const memoStripes = 16
+
+// memoSeed is the seed of the ids' hash, for every memo.
+var memoSeed = maphash.MakeSeed()
+
+// stripe is the part of m that holds id, by its hash. It panics, holding
+// nothing, for an id of an interface type that no map could hold.
+func stripe[ID comparable](m *memo, id ID) chan map[any]any {
+	return m.stripes[maphash.Comparable(memoSeed, id)%memoStripes]
 }
 
 // entryKey is an id in its scope.
@@ -29,14 +43,18 @@ type entryKey[ID comparable] struct {
 	id    ID
 }
 
-// entry is an id's load in a memo: v and err are written once, before done
-// is closed, and read after. gaveUp says that its loader's ctx ended first,
-// so that those waiting for it load the id themselves.
+// entry is an id's load in a memo: v and err are written once, with the
+// memo's tables in hand, before settled is set, and read after. done is made
+// by the first Load that waits for it, with the tables in hand, and closed as
+// the entry settles: an id loaded once makes no channel. gaveUp says that its
+// loader's ctx ended first, so that those waiting for it load the id
+// themselves.
 type entry[V any] struct {
-	done   chan struct{}
-	v      V
-	err    error
-	gaveUp bool
+	done    chan struct{}
+	settled bool
+	v       V
+	err     error
+	gaveUp  bool
 }
 
 // WithMemo returns a ctx whose Loads share a new memo, for one request: an
@@ -48,8 +66,11 @@ type entry[V any] struct {
 // memo ctx had, and its entries are per Loader and scope. It holds every
 // value the request loaded until ctx is no longer used. It blocks on nothing.
 func WithMemo(ctx context.Context) context.Context {
-	m := &memo{tables: make(chan map[any]any, 1)}
-	m.tables <- map[any]any{}
+	m := &memo{}
+	for i := range m.stripes {
+		m.stripes[i] = make(chan map[any]any, 1)
+		m.stripes[i] <- map[any]any{}
+	}
 	return context.WithValue(ctx, memoKey{}, m)
 }
 
@@ -88,15 +109,9 @@ func checkScope(scope any) (err error) {
 // settle. Equal ids share one entry.
 func (l *Loader[ID, V]) claim(m *memo, scope any, ids []ID) (es []*entry[V], mine []int) {
 	es = make([]*entry[V], len(ids))
-	tabs := <-m.tables
-	defer func() { m.tables <- tabs }() // even if an id of an interface type panics as a key
-	t := l.table(tabs)
 	for i, id := range ids {
-		k := entryKey[ID]{scope, id}
-		e, ok := t[k]
-		if !ok {
-			e = &entry[V]{done: make(chan struct{})}
-			t[k] = e
+		e, ok := l.claimOne(m, scope, id)
+		if ok {
 			mine = append(mine, i)
 		}
 		es[i] = e
@@ -107,14 +122,18 @@ func (l *Loader[ID, V]) claim(m *memo, scope any, ids []ID) (es []*entry[V], min
 // claimOne is claim for one id, without claim's slices: mine says that
 // it made e, which the caller must settle.
 func (l *Loader[ID, V]) claimOne(m *memo, scope any, id ID) (e *entry[V], mine bool) {
-	tabs := <-m.tables
-	defer func() { m.tables <- tabs }()
+	c := stripe(m, id)
+	tabs := <-c
+	defer func() { c <- tabs }() // even if an id of an interface type panics as a key
 	t := l.table(tabs)
 	k := entryKey[ID]{scope, id}
 	if e, ok := t[k]; ok {
+		if !e.settled && e.done == nil { // its caller waits for it: see await
+			e.done = make(chan struct{})
+		}
 		return e, false
 	}
-	e = &entry[V]{done: make(chan struct{})}
+	e = &entry[V]{}
 	t[k] = e
 	return e, true
 }
@@ -123,26 +142,33 @@ func (l *Loader[ID, V]) claimOne(m *memo, scope any, id ID) (e *entry[V], mine b
 // it out of m unless it is kept: a value, or not found. gaveUp says that
 // the claimer's ctx ended before the answer.
 func (l *Loader[ID, V]) settle(m *memo, scope any, id ID, e *entry[V], v V, err error, gaveUp bool) {
+	c := stripe(m, id)
+	tabs := <-c
 	e.v, e.err, e.gaveUp = v, err, gaveUp && err != nil
+	e.settled = true
 	if err != nil && (e.gaveUp || !errors.Is(err, ErrNotFound)) {
-		tabs := <-m.tables
 		t := l.table(tabs)
 		k := entryKey[ID]{scope, id}
 		if t[k] == e {
 			delete(t, k)
 		}
-		m.tables <- tabs
 	}
-	close(e.done)
+	done := e.done
+	c <- tabs
+	if done != nil {
+		close(done)
+	}
 }
 
 // await waits for e's answer or ctx's end; again says that e's claimer gave
 // up while ctx holds, and the id must be loaded again.
 func await[V any](ctx context.Context, e *entry[V]) (v V, again bool, err error) {
-	select {
-	case <-e.done:
-	case <-ctx.Done():
-		return v, false, ctx.Err()
+	if e.done != nil { // nil: settled before it was claimed
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return v, false, ctx.Err()
+		}
 	}
 	if e.gaveUp {
 		if err := ctx.Err(); err != nil {
@@ -250,15 +276,14 @@ func (l *Loader[ID, V]) Prime(ctx context.Context, id ID, v V) bool {
 	if checkScope(scope) != nil {
 		return false
 	}
-	tabs := <-m.tables
-	defer func() { m.tables <- tabs }()
+	c := stripe(m, id)
+	tabs := <-c
+	defer func() { c <- tabs }()
 	t := l.table(tabs)
 	k := entryKey[ID]{scope, id}
 	if _, ok := t[k]; ok {
 		return false
 	}
-	e := &entry[V]{done: make(chan struct{}), v: v}
-	close(e.done)
-	t[k] = e
+	t[k] = &entry[V]{settled: true, v: v}
 	return true
 }
