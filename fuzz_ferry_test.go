@@ -818,7 +818,7 @@ func runFerry(t *testing.T, data []byte) {
 		closed := r.closed
 		r.mu.Unlock()
 		flushes = checkFlushes(t, r, flushes, callers)
-		if cfg.PauseOnError && !closed {
+		if cfg.PauseOnError && !closed && !stopping { // once it ends, a Resume may come too late to resume
 			checkPaused(t, r, pausedSince, step)
 		}
 	}

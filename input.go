@@ -79,6 +79,10 @@ func mayBeBadKey(t reflect.Type) bool {
 // itself would never be found again, and one of an incomparable dynamic type
 // panics in any map. Either is refused here, on the caller's goroutine.
 func badKey[K comparable](k K) (err error) {
+	switch any(k).(type) { // the common dynamic types of an interface key: no check needed
+	case nil, string, int, int64, int32, uint, uint64, uint32, bool:
+		return nil
+	}
 	defer func() {
 		if recover() != nil {
 			err = fmt.Errorf("ferry: key of type %T is not comparable", k)

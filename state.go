@@ -176,10 +176,11 @@ func (s *state[K, E]) laneOf(key K) (exists, items bool) {
 // join takes one input into its lane if the room has space for it, and its
 // lane, if held, its share (see overHeld); it never claims the key.
 func (s *state[K, E]) join(key K, weight, rank int64, at, now time.Duration, e E) (outcome, ticket) {
-	if s.overHeld(key, weight) && !s.closed && !s.shuttingDown {
+	o := s.fits(1, weight, weight)
+	if (o == admitted || o == rejectedFull) && s.overHeld(key, weight) { // after refused and heavy
 		return overHeld, ticket{}
 	}
-	if o := s.fits(1, weight, weight); o != admitted {
+	if o != admitted {
 		return o, ticket{}
 	}
 	return admitted, s.enter(key, weight, rank, at, now, e)

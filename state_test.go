@@ -144,6 +144,7 @@ func TestAdmitOutcomes(t *testing.T) {
 		{"held, one input whatever its weight", limits{queuedWeight: 40}, func(c *core) { c.heldWith() }, 40, admitted},
 		{"held, share of a small room", limits{queued: 4}, func(c *core) { c.heldWith(1) }, 1, overHeld},
 		{"held, shutting down", limits{queued: 16}, func(c *core) { c.heldWith(1, 1); c.shutdown() }, 1, refused},
+		{"held, heavier than the room", limits{queuedWeight: 40}, func(c *core) { c.heldWith(1) }, 41, rejectedHeavy},
 		{"held no more", limits{queued: 16}, func(c *core) { c.heldWith(1, 1); c.unpark("a", t0) }, 1, admitted},
 	}
 	for _, tt := range tests {

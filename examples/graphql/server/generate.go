@@ -1,0 +1,3 @@
+package server
+
+//go:generate sh -c "cd .. && go run github.com/99designs/gqlgen@v0.17.98 generate"
