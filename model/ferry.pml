@@ -10,8 +10,8 @@
  *             group.abandon (caller 0, MANY: many.go)
  *   loop      loop.run, receive, handle, admit, letIn, drop, admitPart,
  *             dispatch, startRound, settle, close, end, and the core
- *             state.admit/join/fits/enter/claim/take/release/drop/drain/
- *             shutdown/flush (loop.go, state.go, schedule.go)
+ *             state.admit/claims/join/fits/enter/claim/take/release/drop/
+ *             unplace/drain/shutdown/flush (loop.go, state.go, schedule.go)
  *   worker    work, finish, reply (worker.go): the call, the release, the
  *             answers (and a Submit's done), then opIdle; started by the
  *             loop's dispatch as batches need them (takeSlot, adopt: slots.go),
@@ -34,10 +34,20 @@
  *   FWAIT        1: the closer starts once every flusher has returned (a
  *                Close deferred behind the Flushes): a Flush must end without
  *                it; 2: it does so or not, as it chooses at first
+ *   CWAIT=1      the closer starts once every caller has returned: an input
+ *                that is never taken (nor dropped) is an invalid end state
  *   CALLERS      callers that make a call (default 3; 2: caller 2 makes none)
  *   ONBATCH=1    Config.OnBatch is set: a direct call releases its key
  *                carrying its fin, runs OnBatch, then sends opReported
  *   INCSZ        capacity of s.inc (default 4; Go: 1024)
+ *   CALLS        Config.MaxCallsPerKey, N (default 1): a key's calls in
+ *                flight at once, batched and direct (lane.calls, lc[k])
+ *   BS           MaxBatchSize (default 2; 1: a lane taken keeps its second
+ *                input, which goes again while the key has a call to spare)
+ *   KEY2         caller 2's key (default 1; 0: all three callers use key 0)
+ *   CORECHECK    0: leave out the core's own invariants (checkState's);
+ *                the mutations of the count run without them, so that a
+ *                property of the protocol must catch them
  *   MUT_*        one mutation each; see README.md
  */
 
@@ -73,6 +83,9 @@
 #ifndef FWAIT
 #define FWAIT 0
 #endif
+#ifndef CWAIT
+#define CWAIT 0
+#endif
 #define NF FLUSH      /* flushers: 0, 1 or 2 */
 #ifndef CLOSER
 #define CLOSER 0      /* 0: Close or Shutdown; 1: Close only; 2: Shutdown only */
@@ -85,22 +98,39 @@
 #endif
 #define CANCELS(c) ((CANCELMASK >> (c)) & 1)
 
+#ifndef CALLS
+#define CALLS 1       /* MaxCallsPerKey */
+#endif
+#ifndef BS
+#define BS   2        /* MaxBatchSize: 1 or 2 */
+#endif
+#ifndef KEY2
+#define KEY2 1        /* caller 2's key */
+#endif
+#ifndef CORECHECK
+#define CORECHECK 1
+#endif
+
 #define NC   3    /* callers */
 #define NI   4    /* inputs: one per caller, and a DoMany's second (id 3) */
 #define NK   2    /* keys */
 #define NW   2    /* workers: MaxInFlightBatches, the most the loop starts */
 #define MAXQ 2    /* MaxQueued: the room */
-#define BS   2    /* MaxBatchSize */
+#define LQ   MAXQ /* a lane's slots in it[]: it never holds more than the room */
 
-#define DIRECTW 2 /* the worker of a direct call's release (Go: byCaller = -1); DIRECTW + 1 + c:
-                   * caller c's, carrying its fin (its OnBatch runs, opReported follows) */
+#define DIRECTW 2 /* the worker of caller c's direct call's release (Go: byCaller = -1, and
+                   * m.w its input) is DIRECTW + c; DIRECTW + NC + c: carrying its fin (its
+                   * OnBatch runs, opReported follows) */
 
-/* an input's key: inputs 0 and 1 are key 0's, inputs 2 and 3 key 1's */
-#define ikey(i) (((i) >= 2) -> 1 : 0)
+/* an input's key: inputs 0 and 1 are key 0's, input 3 key 1's, input 2
+ * key 1's or (KEY2=0) key 0's */
+#define ikey(i) (((i) == 3 || ((i) == 2 && KEY2)) -> 1 : 0)
 #define isMany(i) (MANY && ((i) == 0 || (i) == 3))  /* a DoMany's input */
 #define isSub(i) (SUBMIT && (i) == 1)                /* a Submit's input */
 
-/* lane phases (state.go); IDLE is "no lane" */
+/* lane phases (state.go); IDLE is "no lane". BUSY: calls in flight, and
+ * none to spare or no input (out of line); READY and WAITING lanes have a
+ * call to spare (lc[k] < CALLS), and may have calls in flight */
 #define IDLE    0
 #define BUSY    1
 #define READY   2
@@ -131,7 +161,8 @@ bool ending;                                 /* loop-owned: end() will close it 
 
 /* ---- owned by the loop: the core (state.go) ---- */
 byte ph[NK];        /* lane phase per key */
-byte it[NK*BS];     /* lane items, in order: input+1, 0 for none */
+byte lc[NK];        /* lane.calls: the key's calls in flight, batched and direct, CALLS at most */
+byte it[NK*LQ];     /* lane items, in order: input+1, 0 for none */
 byte ln[NK];        /* items per lane */
 byte rq[NK];        /* the ready line: key+1, first come first served */
 byte rn;            /* lanes in the ready line */
@@ -148,14 +179,14 @@ byte bufc[NW*BS];   /* wk.fl.batch: input+1 */
 byte wowe[NW];      /* wk.fl.owe: what its batch owes the round in progress, told by its opIdle */
 bool closing, stopped;
 byte exited;
-bit  dcl[NK];       /* l.directs.calls has the key: claimed for a direct call */
-bit  dir[NK];       /* and its cancel: the call has started */
+bit  dcl[NC];       /* l.directs.calls has caller c's input: its key claimed for a direct call */
+bit  dir[NC];       /* and its cancel: the call has started */
 byte notify;        /* l.life.notify */
 bool rnd;           /* l.rounds.cur != nil */
 byte left;          /* l.rounds.cur.left */
 byte rfl;           /* l.rounds.cur.replies: bit f, flusher f's */
 byte qfl;           /* l.rounds.queued, for the round after it: bit f, flusher f's */
-bit  dold[NK];      /* the direct call's claim is counted by the round */
+bit  dold[NC];      /* caller c's direct call's claim is counted by the round */
 bit  drep[NC];      /* l.directs.reports: caller c's direct call is released and its OnBatch runs */
 bit  rold[NC];      /* and the round counts its claim (rounds.claimed) */
 byte gdrop;         /* the DoMany part's dropped, written before its word */
@@ -170,11 +201,12 @@ bit  outc[NI];      /* the input has had its one outcome */
 bit  pend[NI];      /* the input is admitted and not yet answered */
 bit  taken[NI];     /* the input has been taken into a batch */
 bit  inb[NC];       /* the caller has a call (batched or direct) not yet released */
+byte wcl[NW];       /* the callers of the worker's batch (bit c: caller c's input), until its release */
 bit  dcg[NC];       /* the caller's direct call is claimed, and not over: released, and
                      * with OnBatch, OnBatch returned */
 bit  gold[NC];      /* and it was claimed before the round in progress started */
-bit  dst[NK];       /* the loop has seen the direct call's opStart */
-bit  dcan[NK];      /* the direct call has been cancelled */
+bit  dst[NC];       /* the loop has seen caller c's direct call's opStart */
+bit  dcan[NC];      /* that direct call has been cancelled */
 byte nret;          /* callers whose last call has returned */
 byte wgone;         /* workers that have sent opExit and gone */
 bool cdone;         /* the closer has returned */
@@ -185,7 +217,7 @@ bool gpool;         /* the DoMany's caller has pooled g: no one may touch it aga
 bool swords;        /* the loop has sent the Submit's admission word */
 
 /* loop temporaries, dead between the loop's atomic steps */
-hidden byte mb, ma, k, c, ti, tw, tk, tn, kk2, gl, gn;
+hidden byte mb, ma, k, c, ti, tw, tk, tn, kk2, gl, gn, dc;
 hidden byte ok;
 hidden mtype mop;
 
@@ -272,16 +304,48 @@ inline unready(kk) {
 	rn--
 }
 
+/* state.removeLane: the lane is gone, and with it its count of calls (0
+ * but in the mutations that remove a lane with calls in flight) */
 inline removeLane(kk) {
 	if
 	:: ph[kk] == READY -> unready(kk)
 	:: else -> skip
 	fi;
-	ph[kk] = IDLE
+	ph[kk] = IDLE; lc[kk] = 0
 }
 
+/* state.unplace: a lane left with no input out of the schedule: removed if
+ * no call of its key is in flight, else busy */
+inline unplace(kk) {
+	if
+	:: lc[kk] == 0 -> removeLane(kk)
+	:: else ->
+		if
+		:: ph[kk] == READY -> unready(kk)
+		:: else -> skip
+		fi;
+		ph[kk] = BUSY
+	fi
+}
+
+/* the lane has a call to spare: fewer than CALLS of its key's calls are in
+ * flight, so that a lane with inputs goes (again) in line */
+#ifdef MUT_CALLS_OVER
+#define SPARE(kk) (1)                                /* MUTATION: the count ignored */
+#else
+#define SPARE(kk) (lc[kk] < CALLS)
+#endif
+
+/* state.claims for a key that has a lane: busy, a call to spare, no input
+ * waiting; with none, claims (claimsLane) */
+#ifdef MUT_CLAIM_OVER
+#define CLAIMS(kk) (ph[kk] == IDLE || ph[kk] == BUSY && ln[kk] == 0)   /* MUTATION: the count ignored */
+#else
+#define CLAIMS(kk) (ph[kk] == IDLE || ph[kk] == BUSY && lc[kk] < CALLS && ln[kk] == 0)
+#endif
+
 /* a lane holds an input that a Flush made due: its deadline is MinInt64 */
-#define hurried(kk) ((it[(kk)*BS] > 0 && old[it[(kk)*BS] - 1]) || (it[(kk)*BS + 1] > 0 && old[it[(kk)*BS + 1] - 1]))
+#define hurried(kk) ((it[(kk)*LQ] > 0 && old[it[(kk)*LQ] - 1]) || (it[(kk)*LQ + 1] > 0 && old[it[(kk)*LQ + 1] - 1]))
 
 /* place: an idle lane with items to the ready line if it is full, hurried
  * (made due by a Flush) or the room is shutting down, else to waiting. Go
@@ -319,12 +383,13 @@ inline enter(ii) {
 	assert(!closing);                               /* no input admitted after close */
 	queued++;
 	kk2 = ikey(ii);
-	it[kk2*BS + ln[kk2]] = ii + 1; ln[kk2]++;
+	it[kk2*LQ + ln[kk2]] = ii + 1; ln[kk2]++;
 	pend[ii] = 1; old[ii] = 0;
 	if
 	:: ph[kk2] == IDLE -> place(kk2)
+	:: ph[kk2] == BUSY && SPARE(kk2) -> place(kk2)  /* a call to spare: it goes again */
 	:: ph[kk2] == WAITING && ln[kk2] >= BS -> pushReady(kk2)   /* full */
-	:: else -> skip                                 /* rekey; or ready; or busy */
+	:: else -> skip                                 /* rekey; or ready; or busy, none to spare */
 	fi;
 	assert(queued <= MAXQ);
 	kk2 = 0
@@ -346,10 +411,10 @@ inline admitDo(cc) {
 	:: REFUSED -> doReply(cc, CLOSED)
 	:: else ->
 		if
-		:: DIRECT && ph[k] == IDLE ->               /* claim */
+		:: DIRECT && CLAIMS(k) ->                   /* claim: counted, busy if new */
 			assert(!closing);
-			ph[k] = BUSY; busy++; inb[cc] = 1; dcg[cc] = 1; gold[cc] = 0;
-			dcl[k] = 1; dold[k] = 0;
+			ph[k] = BUSY; lc[k]++; busy++; inb[cc] = 1; dcg[cc] = 1; gold[cc] = 0;
+			dcl[cc] = 1; dold[cc] = 0;
 			doReply(cc, CLAIMED)
 		:: else ->
 			if
@@ -394,20 +459,24 @@ inline dropOne(ii) {
 	k = ikey(ii);
 	ti = 0;
 	do
-	:: ti < ln[k] && it[k*BS + ti] != ii + 1 -> ti++
+	:: ti < ln[k] && it[k*LQ + ti] != ii + 1 -> ti++
 	:: else -> break
 	od;
 	ok = (ti < ln[k]);
 	if
 	:: ok ->
 		if
-		:: ti == 0 -> it[k*BS] = it[k*BS + 1]
+		:: ti == 0 -> it[k*LQ] = it[k*LQ + 1]
 		:: else -> skip
 		fi;
-		it[k*BS + 1] = 0; ln[k]--;
+		it[k*LQ + 1] = 0; ln[k]--;
 		queued--;
 		if
-		:: ln[k] == 0 && ph[k] != BUSY -> removeLane(k)
+#ifndef MUT_UNPLACE_REMOVES
+		:: ln[k] == 0 -> unplace(k)                 /* a stale ready ref is skipped by take */
+#else
+		:: ln[k] == 0 && ph[k] != BUSY -> removeLane(k)  /* MUTATION: removed if not busy, as with one call per key */
+#endif
 		:: else ->
 			if
 			:: DELAY && ph[k] == READY && !flushing && ln[k] < BS && !hurried(k) ->
@@ -467,42 +536,64 @@ inline dropMany() {
 	pword(W_DROP)                                    /* replyAfterLend: at once, one shard */
 }
 
-/* loop.handle(opRelease) with state.release */
+/* loop.handle(opRelease) with state.release: a call of key kk ends, worker
+ * wk's batch (wk < DIRECTW) or a caller's direct call (see DIRECTW) */
 inline release(kk, wk) {
-	assert(ph[kk] == BUSY);    /* Go: panic, a release of a key with no call in flight */
-	busy--;
+	assert(lc[kk] > 0);        /* busyLane. Go: panic, a release of a key with no call in flight */
+	lc[kk]--; busy--;
 	if
-	:: ln[kk] == 0 -> removeLane(kk)
-	:: else -> place(kk)
-	fi;
-	/* ghost: the call's callers may come again */
-	if
-	:: kk == 0 -> inb[0] = 0; inb[1] = 0
-	:: else -> inb[2] = 0
-	fi;
-	if
-	:: wk >= DIRECTW ->                              /* endDirect */
-		assert(dcl[kk]);
-		assert(!(closing && dst[kk]) || dcan[kk]);  /* close cancelled it */
-		if
-#ifndef MUT_REPORT_AT_RELEASE
-		:: wk > DIRECTW ->                           /* carrying its fin: its report is to come */
-			assert(!drep[wk - DIRECTW - 1]);
-			drep[wk - DIRECTW - 1] = 1; rold[wk - DIRECTW - 1] = dold[kk]
+	:: ph[kk] != BUSY -> skip                        /* in line already, with a call to spare */
+#ifndef MUT_RELEASE_NO_PLACE
+	:: ph[kk] == BUSY && ln[kk] > 0 -> place(kk)     /* out of line with inputs left */
+#else
+	:: ph[kk] == BUSY && ln[kk] > 0 -> skip          /* MUTATION: its inputs left where they are */
 #endif
-		:: else ->                                   /* MUTATION: counted here, even with a fin */
-			if
-			:: rnd && dold[kk] -> assert(left > 0); left--
-			:: else -> skip
-			fi
+#ifndef MUT_RELEASE_REMOVES
+	:: ph[kk] == BUSY && ln[kk] == 0 && lc[kk] == 0 -> removeLane(kk)
+	:: ph[kk] == BUSY && ln[kk] == 0 && lc[kk] > 0 -> skip   /* busy: its other calls */
+#else
+	:: ph[kk] == BUSY && ln[kk] == 0 -> removeLane(kk)   /* MUTATION: its other calls forgotten */
+#endif
+	fi;
+	if
+	:: wk < DIRECTW ->
+		/* ghost: the batch's callers may come again */
+		if
+		:: wcl[wk] & 1 -> inb[0] = 0
+		:: else -> skip
 		fi;
-		dcl[kk] = 0; dir[kk] = 0; dold[kk] = 0; dst[kk] = 0; dcan[kk] = 0
-	:: else ->
+		if
+		:: wcl[wk] & 2 -> inb[1] = 0
+		:: else -> skip
+		fi;
+		if
+		:: wcl[wk] & 4 -> inb[2] = 0
+		:: else -> skip
+		fi;
+		wcl[wk] = 0;
 #ifdef MUT_IDLE_AT_RELEASE
 		idle(wk)                                     /* MUTATION: idle at its release */
 #else
 		skip                                         /* idle only at its opIdle */
 #endif
+	:: else ->                                       /* endDirect: caller dc's, by its input */
+		dc = (wk - DIRECTW) % NC;
+		inb[dc] = 0;                                 /* ghost: it may come again */
+		assert(dcl[dc] && ikey(dc) == kk);
+		assert(!(closing && dst[dc]) || dcan[dc]);   /* close cancelled it */
+		if
+#ifndef MUT_REPORT_AT_RELEASE
+		:: wk >= DIRECTW + NC ->                     /* carrying its fin: its report is to come */
+			assert(!drep[dc]);
+			drep[dc] = 1; rold[dc] = dold[dc]
+#endif
+		:: else ->                                   /* MUTATION: counted here, even with a fin */
+			if
+			:: rnd && dold[dc] -> assert(left > 0); left--
+			:: else -> skip
+			fi
+		fi;
+		dcl[dc] = 0; dir[dc] = 0; dold[dc] = 0; dst[dc] = 0; dcan[dc] = 0; dc = 0
 	fi
 }
 
@@ -542,25 +633,36 @@ inline lclose() {
 			ti = 0;
 			do
 			:: ti < ln[k] ->
-				c = it[k*BS + ti] - 1;
+				c = it[k*LQ + ti] - 1;
 				if
 				:: isMany(c) -> gn++; pend[c] = 0; outcome(c)  /* one run: consecutive seqs */
 				:: isSub(c) -> notify++; assert(nfull(nch)); nch!1  /* its done: off the loop */
 				:: else -> doReply(c, CLOSED); pend[c] = 0
 				fi;
-				it[k*BS + ti] = 0; ti++
+				it[k*LQ + ti] = 0; ti++
 			:: else -> break
 			od;
 			ln[k] = 0;
 			if
-			:: ph[k] != BUSY -> ph[k] = IDLE
+#ifndef MUT_DRAIN_REMOVES
+			:: lc[k] > 0 -> ph[k] = BUSY             /* out of the schedule, busy until released */
+			:: else -> ph[k] = IDLE
+#else
+			:: ph[k] != BUSY -> removeLane(k)        /* MUTATION: removed if not busy, as with one call per key */
 			:: else -> skip
-			fi;
-			if
-			:: dir[k] -> dcan[k] = 1                 /* go d.cancel(ErrClosed) */
-			:: else -> skip
+#endif
 			fi;
 			k++
+		:: else -> break
+		od;
+		c = 0;
+		do                                           /* go d.cancel(ErrClosed), each started direct call's */
+		:: c < NC ->
+			if
+			:: dir[c] -> dcan[c] = 1
+			:: else -> skip
+			fi;
+			c++
 		:: else -> break
 		od;
 		rq[0] = 0; rq[1] = 0; rn = 0; queued = 0;
@@ -612,12 +714,12 @@ inline startRound() {
 	assert(!closing && !rnd && qfl != 0);
 	rnd = 1; rfl = qfl; qfl = 0;
 #ifndef MUT_ROUND_NO_REPORTS
-	left = queued + dcl[0] + dcl[1] + drep[0] + drep[1] + drep[2] + notify;
+	left = queued + dcl[0] + dcl[1] + dcl[2] + drep[0] + drep[1] + drep[2] + notify;
 #else
-	left = queued + dcl[0] + dcl[1] + notify;        /* MUTATION: l.directs.reports left out */
+	left = queued + dcl[0] + dcl[1] + dcl[2] + notify;   /* MUTATION: l.directs.reports left out */
 #endif
 	old[0] = 1; old[1] = 1; old[2] = 1; old[3] = 1;
-	dold[0] = dcl[0]; dold[1] = dcl[1];
+	dold[0] = dcl[0]; dold[1] = dcl[1]; dold[2] = dcl[2];
 	rold[0] = drep[0]; rold[1] = drep[1]; rold[2] = drep[2];
 	gold[0] = dcg[0]; gold[1] = dcg[1]; gold[2] = dcg[2];
 	k = 0;
@@ -652,7 +754,7 @@ inline settle() {
 		 * direct call in flight then is over, its OnBatch returned */
 		assert(!(old[0] && pend[0]) && !(old[1] && pend[1]));
 		assert(!(old[2] && pend[2]) && !(old[3] && pend[3]));
-		assert(!dold[0] && !dold[1]);
+		assert(!dold[0] && !dold[1] && !dold[2]);
 		assert(!gold[0] && !gold[1] && !gold[2]);
 		tell(rfl, OK); rnd = 0; clearOwed();
 		if
@@ -684,21 +786,20 @@ inline turn() {
 		tk = rq[0] - 1; rq[0] = rq[1]; rq[1] = 0; rn--;
 		assert(ph[tk] == READY);
 #ifndef MUT_TAKE_NOT_BUSY
-		ph[tk] = BUSY;
+		ph[tk] = BUSY; lc[tk]++;                     /* busy, its call counted */
 #endif
 		busy++;
 		assert(!bu[tw]);                             /* the worker no longer reads wk.fl.batch */
 		bu[tw] = 1;
-		assert(ln[tk] <= BS);
 		ti = 0; tn = 0;
 		do
-		:: ti < ln[tk] ->
-			c = it[tk*BS + ti] - 1;
+		:: ti < ln[tk] && ti < BS ->
+			c = it[tk*LQ + ti] - 1;
 			assert(!ret[c]);     /* no input whose caller has given up joins a call */
 			assert(!taken[c]);
 			taken[c] = 1;
 			if
-			:: c < NC -> inb[c] = 1
+			:: c < NC -> inb[c] = 1; wcl[tw] = wcl[tw] | (1 << c)
 			:: else -> skip
 			fi;
 			if
@@ -706,10 +807,21 @@ inline turn() {
 			:: else -> skip
 			fi;
 			bufc[tw*BS + ti] = c + 1;
-			it[tk*BS + ti] = 0; ti++
+			ti++
 		:: else -> break
 		od;
-		queued = queued - ln[tk]; ln[tk] = 0;
+		queued = queued - ti; ln[tk] = ln[tk] - ti;
+#if BS == 1
+		it[tk*LQ] = it[tk*LQ + 1]; it[tk*LQ + 1] = 0;   /* the rest moves up */
+#else
+		it[tk*LQ] = 0; it[tk*LQ + 1] = 0;
+#endif
+#ifndef MUT_TAKE_NO_REPLACE
+		if
+		:: ln[tk] > 0 && SPARE(tk) -> place(tk)      /* a call to spare: the rest go again */
+		:: else -> skip
+		fi;
+#endif
 		wowe[tw] = tn;                               /* wk.fl.owe: rounds.owe(n) */
 		assert(nfull(jobs[tw]));                     /* a batch only while idle */
 		jobs[tw]!tk;
@@ -722,6 +834,22 @@ inline turn() {
  * Submits' done running, every worker idle and every direct call's OnBatch
  * reported stops its workers; MUT_SETTLE_IN_END: with the settle that the
  * code had there before its own wake-up's (285c12b) */
+/* after each wake-up, checkState's rules of the count (CORECHECK): no lane
+ * in line with no call to spare, none busy with inputs and a call to spare
+ * or with no call, no count or input without a lane */
+inline corekey(kk) {
+	assert(!((ph[kk] == READY || ph[kk] == WAITING) && lc[kk] >= CALLS));
+	assert(!(ph[kk] == BUSY && (lc[kk] == 0 || lc[kk] < CALLS && ln[kk] > 0)));
+	assert(ph[kk] != IDLE || lc[kk] == 0 && ln[kk] == 0)
+}
+inline coreok() {
+#if CORECHECK
+	corekey(0); corekey(1)
+#else
+	skip
+#endif
+}
+
 #define REPORTS (drep[0] + drep[1] + drep[2])
 inline endcheck() {
 #ifdef MUT_SETTLE_IN_END
@@ -746,7 +874,7 @@ inline endcheck() {
 #else
 		:: exited == nwk ->                          /* every worker started has gone */
 #endif
-			assert(!dir[0] && !dir[1]);
+			assert(!dir[0] && !dir[1] && !dir[2]);
 			ending = 1                               /* end() will return true */
 		:: else -> skip
 		fi
@@ -777,7 +905,7 @@ inline handle() {
 	:: mop == ADMITMANY -> admitMany()
 	:: mop == DROP     -> dropDo(ma)                 /* never a Submit's */
 	:: mop == DROPMANY -> dropMany()
-	:: mop == START    ->
+	:: mop == START    ->                            /* ma: the caller, by its input (m.w) */
 		assert(dcl[ma]);
 		dst[ma] = 1;
 		if
@@ -835,9 +963,9 @@ proctype loop() {
 #ifndef MUT_SETTLE_IN_END
 			settle();                                /* before dispatch: a round it starts made lanes due */
 #endif
-			turn(); endcheck()
+			turn(); endcheck(); coreok()
 		   }
-		:: atomic { (ph[0] == WAITING || ph[1] == WAITING) -> fire(); turn(); endcheck() }  /* a deadline: no settle */
+		:: atomic { (ph[0] == WAITING || ph[1] == WAITING) -> fire(); turn(); endcheck(); coreok() }  /* a deadline: no settle */
 		fi
 	od;
 	/* end(): every message sent before done was closed is in inc now */
@@ -884,7 +1012,7 @@ proctype worker(byte id) {
 	do
 	:: atomic {
 		jobs[id]?wk ->                               /* the call starts */
-		calls[wk]++; assert(calls[wk] <= 1);
+		calls[wk]++; assert(calls[wk] <= CALLS);
 		nbc++; assert(nbc <= NW)
 	   };
 #ifndef MUT_ANSWER_BEFORE_RELEASE
@@ -905,7 +1033,11 @@ proctype worker(byte id) {
 #ifdef MUT_ANSWER_BEFORE_RELEASE
 			inc!RELEASE, wk, id;                     /* MUTATION: release after the answers */
 #endif
+#if BS == 1
+			bufc[id] = 0;                            /* read no more (the ghost bu says when it is cleared) */
+#else
 			bufc[id*BS] = 0; bufc[id*BS + 1] = 0;    /* read no more (the ghost bu says when it is cleared) */
+#endif
 			wk = 0
 		};
 #ifdef MUT_FIN_BEFORE_PUT
@@ -946,11 +1078,11 @@ inline againOrFin() {
 inline got() {
 	if
 	:: r == CLAIMED ->
-		inc!START, key, 0;
+		inc!START, me, 0;
 #ifndef MUT_EARLY_RELEASE
-		calls[key]++; assert(calls[key] <= 1)
+		calls[key]++; assert(calls[key] <= CALLS)
 #else
-		inc!RELEASE, key, DIRECTW                    /* MUTATION: released before the call */
+		inc!RELEASE, key, DIRECTW + me               /* MUTATION: released before the call */
 #endif
 	:: else -> againOrFin()
 	fi
@@ -1008,13 +1140,13 @@ called:
 #ifndef MUT_EARLY_RELEASE
 #if ONBATCH
 	/* it returns; releaseDirect carries its fin; then OnBatch, then opReported */
-	atomic { inc!RELEASE, key, DIRECTW + 1 + me; calls[key]-- };
+	atomic { inc!RELEASE, key, DIRECTW + NC + me; calls[key]-- };
 	atomic { dcg[me] = 0; gold[me] = 0; inc!REPORTED, me, 0; againOrFin() }  /* OnBatch has returned */
 #else
-	atomic { inc!RELEASE, key, DIRECTW; calls[key]--; dcg[me] = 0; gold[me] = 0; againOrFin() } /* it returns; releaseDirect */
+	atomic { inc!RELEASE, key, DIRECTW + me; calls[key]--; dcg[me] = 0; gold[me] = 0; againOrFin() } /* it returns; releaseDirect */
 #endif
 #else
-	atomic { calls[key]++; assert(calls[key] <= 1) }
+	atomic { calls[key]++; assert(calls[key] <= CALLS) }
 	atomic { calls[key]--; dcg[me] = 0; gold[me] = 0; againOrFin() }
 #endif
 abandon:
@@ -1026,7 +1158,7 @@ abandon:
 	:: atomic {
 		rep[me]?r ->
 		if
-		:: r == CLAIMED -> inc!RELEASE, key, DIRECTW; dcg[me] = 0; gold[me] = 0  /* it will not make the call */
+		:: r == CLAIMED -> inc!RELEASE, key, DIRECTW + me; dcg[me] = 0; gold[me] = 0  /* it will not make the call */
 		:: else -> skip
 		fi;
 		ret[me] = 1; fin()
@@ -1166,6 +1298,9 @@ inline closedok() {  /* Close (or Shutdown) returns: every call over (a direct c
 }
 
 proctype closer() {
+#if CWAIT
+	nret == NC;                                      /* Close once every caller has returned */
+#endif
 #if FWAIT == 1
 	fdone == NF;                                     /* Close deferred behind the Flushes */
 #elif FWAIT == 2
@@ -1214,7 +1349,7 @@ init {
 	_nr_pr == 1;    /* every other process has ended */
 	d_step {
 		assert(done && busy == 0 && queued == 0 && rn == 0 && notify == 0);
-		assert(ph[0] == IDLE && ph[1] == IDLE && calls[0] == 0 && calls[1] == 0);
+		assert(ph[0] == IDLE && ph[1] == IDLE && calls[0] == 0 && calls[1] == 0 && lc[0] == 0 && lc[1] == 0);
 		assert(exited == nwk && wgone == nwk && nret == NC && cdone && fdone == NF);
 		/* every Do the loop heard of had exactly one outcome */
 		assert((!seen[0] || outc[0] || MANY) && (!seen[1] || outc[1] || SUBMIT) && (!seen[2] || outc[2]));
