@@ -166,6 +166,10 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 		}
 		clear(ms)
 		l.share.msgs = ms
+		if l.f.waitForRoom {
+			l.admitWaiting(now) // into what the messages freed, before it is lent
+		}
+		l.giveBackRoom() // what the messages freed, and a shard's ask, before the take
 	}
 	if l.rounds.cur != nil {
 		l.settle() // before dispatch, as a round it starts makes lanes due

@@ -95,11 +95,12 @@ func TestLoopShardsBorrowAndKeep(t *testing.T) {
 }
 
 // A shard short of room while another keeps some asks for it back
-// (opGiveBack) and waits; the other gives all of it back as its next
-// wake-up ends, keeps none while one waits, and the first borrows and
-// admits. Mutations: giveBackRoom keeping the allowance when pressed (the
-// waiter is never poked: the bubble deadlocks); askBack not sent (likewise);
-// borrowRoom not re-borrowing after its poke (b's input rejected).
+// (opGiveBack) and waits; the other gives all of it back once its next
+// wake-up's messages are handled, keeps none while one waits, and the first
+// borrows and admits. Mutations: giveBackRoom keeping the allowance when
+// pressed (the waiter is never poked: the bubble deadlocks); askBack not
+// sent (likewise); borrowRoom not re-borrowing after its poke (b's input
+// rejected).
 func TestLoopShardsPressure(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		ls := testShards(t, 2, limits{batchSize: 4, queued: 4, delay: time.Hour}, 2, nil)
@@ -125,7 +126,7 @@ func TestLoopShardsPressure(t *testing.T) {
 		assert.Equal(t, []tm{{op: opGiveBack}}, inbox(a), "a is asked")
 		assert.False(t, marked(a, 1), "b keeps nothing while it waits")
 
-		a.receive(tm{op: opGiveBack}) // pressed: gives all back as its wake-up ends
+		a.receive(tm{op: opGiveBack}) // pressed: gives all back once its messages are handled
 		synctest.Wait()
 		select {
 		case <-done: // b borrowed and went on

@@ -67,6 +67,14 @@ func (w *wakeups) take() wakeups {
 	return ws
 }
 
+// moveTo moves those waiting to the end of to, keeping w's array for the
+// next: only for a to read under the same lock (the ledger's pokes).
+func (w *wakeups) moveTo(to *wakeups) {
+	*to = append(*to, *w...)
+	clear(*w)
+	*w = (*w)[:0]
+}
+
 // poke pokes each, never blocking.
 func (w wakeups) poke() {
 	for _, c := range w {
@@ -174,7 +182,7 @@ func (p *ledger) markedBut(me int, to []int) []int {
 }
 
 // wake makes the waiters poked as the ledger goes back (see room.put).
-func (p *ledger) wake() { p.pokes = append(p.pokes, p.waiters.take()...) }
+func (p *ledger) wake() { p.waiters.moveTo(&p.pokes) }
 
 // reserve makes poke's reservation the one of admission n, which needs need,
 // with next behind it in its line. It stands in its place among the others

@@ -40,7 +40,7 @@ type share[K comparable, I, O any] struct {
 	shards  []*shard[K, I, O] // the ferry's: those that may keep room are asked for it
 	keeps   bool              // it keeps an allowance: several shards, no WaitForRoom
 	marked  bool              // the ledger marks it as one that may
-	pressed bool              // a shard waits for room: give it all back as this wake-up ends
+	pressed bool              // a shard waits for room: give it all back once the messages are handled
 	used    budget            // the most room in use at a give-back in this window
 	last    budget            // and in the window before
 	turns   int               // give-backs in this window
@@ -96,7 +96,7 @@ func (sh *share[K, I, O]) waiting(wants bool) { sh.wants = wants }
 func (sh *share[K, I, O]) ending() bool { return sh.end != 0 }
 
 // press records a shard's ask for room back (opGiveBack): giveBackRoom gives
-// all back as the wake-up ends.
+// all back once the wake-up's messages are handled.
 func (sh *share[K, I, O]) press() { sh.pressed = true }
 
 // borrowRoom borrows from spare what this shard lacks of room for the
@@ -163,8 +163,9 @@ func (sh *share[K, I, O]) borrowRoom(need, has, used budget) budget {
 }
 
 // askBack asks s's loop for the room it keeps (opGiveBack): it gives it
-// back as its next wake-up ends. The send never blocks: if s's channel is
-// full, a goroutine of its own sends, or gives up once s has ended.
+// back once it has handled its next wake-up's messages. The send never
+// blocks: if s's channel is full, a goroutine of its own sends, or gives up
+// once s has ended.
 func askBack[K comparable, I, O any](s *shard[K, I, O]) {
 	m := msg[K, I, O]{op: opGiveBack}
 	select {
