@@ -150,6 +150,46 @@ func ExampleConfig_directCalls() {
 	// direct calls: 1 batches: 0
 }
 
+// With MaxCallsPerKey 2, a slow call holds only its own callers: a second
+// Do of the same key gets a call of its own and is answered while the
+// first call still runs.
+func ExampleConfig_maxCallsPerKey() {
+	started, slow := make(chan struct{}), make(chan struct{})
+	fetch := func(ctx context.Context, table string, ids []int) ([]string, error) {
+		outs := make([]string, len(ids))
+		for i, id := range ids {
+			if id == 13 { // a slow read
+				close(started)
+				<-slow
+			}
+			outs[i] = fmt.Sprint(table, "/", id)
+		}
+		return outs, nil
+	}
+	f, err := ferry.New(fetch, ferry.Config[string, int]{
+		Key:            func(int) string { return "users" }, // one key: the table
+		DirectCalls:    true,
+		MaxCallsPerKey: 2,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	first := make(chan string)
+	go func() {
+		v, _ := f.Do(context.Background(), 13)
+		first <- v
+	}()
+	<-started // the slow call runs
+	v, err := f.Do(context.Background(), 7)
+	fmt.Println(v, err)
+	close(slow)
+	fmt.Println(<-first)
+	// Output:
+	// users/7 <nil>
+	// users/13
+}
+
 // Submit is for fire-and-forget producers: it tells at once whether the input
 // was admitted, and done gets its answer later. Flush waits for what was
 // submitted, as a checkpoint.
