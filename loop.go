@@ -152,24 +152,8 @@ func (l *loop[K, I, O]) receive(m msg[K, I, O]) {
 		for n := len(l.s.inc); n > 0; n-- {
 			l.handle(<-l.s.inc, now)
 		}
-	} else { // read them all first, to borrow the room they ask for at once
-		ms := append(l.share.msgs[:0], m)
-		for n := len(l.s.inc); n > 0; n-- {
-			ms = append(ms, <-l.s.inc)
-		}
-		l.borrowRoom(ms)
-		if l.share.end != 0 {
-			l.heedEnd() // before the admissions: refused, as the ferry's end has begun
-		}
-		for _, m := range ms {
-			l.handle(m, now)
-		}
-		clear(ms)
-		l.share.msgs = ms
-		if l.f.waitForRoom {
-			l.admitWaiting(now) // into what the messages freed, before it is lent
-		}
-		l.giveBackRoom() // what the messages freed, and a shard's ask, before the take
+	} else {
+		l.receiveShared(m, now)
 	}
 	if l.rounds.cur != nil {
 		l.settle() // before dispatch, as a round it starts makes lanes due

@@ -3,6 +3,7 @@ package ferry
 import (
 	"cmp"
 	"math"
+	"time"
 )
 
 // This file is a loop's side of the room the shards of a ferry share. The
@@ -46,7 +47,7 @@ type share[K comparable, I, O any] struct {
 	turns   int               // give-backs in this window
 	asks    []int             // the shards to ask for room back: see askBack
 
-	msgs []msg[K, I, O] // scratch: one wake-up's messages, read first (see loop.receiveAll)
+	msgs []msg[K, I, O] // scratch: one wake-up's messages, read first (see loop.receiveShared)
 	ops  *sharedOps     // the loop's count of operations on spare: see sharedOps
 }
 
@@ -399,6 +400,30 @@ func (sh *share[K, I, O]) roomFor(b, has budget, n, next uint64) (budget, bool) 
 	got := p.claim(sh.poke)
 	sh.spare.put(p)
 	return got, true
+}
+
+// receiveShared is receive with several shards: it reads m and every
+// message queued behind it first, to borrow the room they ask for at once,
+// then handles them. It gives back what the messages freed, and all it
+// keeps if a shard asked, before dispatch takes batches (see giveBackRoom).
+func (l *loop[K, I, O]) receiveShared(m msg[K, I, O], now time.Duration) {
+	ms := append(l.share.msgs[:0], m)
+	for n := len(l.s.inc); n > 0; n-- {
+		ms = append(ms, <-l.s.inc)
+	}
+	l.borrowRoom(ms)
+	if l.share.end != 0 {
+		l.heedEnd() // before the admissions: refused, as the ferry's end has begun
+	}
+	for _, m := range ms {
+		l.handle(m, now)
+	}
+	clear(ms)
+	l.share.msgs = ms
+	if l.f.waitForRoom {
+		l.admitWaiting(now) // into what the messages freed, before it is lent
+	}
+	l.giveBackRoom()
 }
 
 // borrowRoom borrows from spare what the admissions among ms, one
