@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -82,7 +83,7 @@ func work[K comparable, I, O any](f *Ferry[K, I, O], jobs <-chan job[K, I, O]) {
 		if fl.attempt > 0 { // a parked flight, due: its next attempt
 			ins, ctxs, retry = fl.again(f, ins, ctxs, &running)
 		} else {
-			ins = ins[:0]
+			ins = slices.Grow(ins[:0], len(fl.batch)) // one allocation, not append's doublings
 			for _, w := range fl.batch {
 				ins = append(ins, w.in[0])
 			}

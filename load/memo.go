@@ -17,12 +17,12 @@ import (
 // memoKey is the context key of a request's memo.
 type memoKey struct{}
 
-// memo is one request's memo: its tables, one per Loader (a
-// map[entryKey[ID]]*entry[V] under the Loader's pointer), split over
+// memo is one request's memo: its tables, one per Loader and scope (a
+// map[ID]*entry[V] under a tableKey), split over
 // memoStripes channels by a hash of the id, each holding its part while no
 // caller holds it, so that a request's concurrent resolvers seldom meet.
 type memo struct {
-	stripes [memoStripes]chan map[any]any
+	stripes [memoStripes]chan map[tableKey]any
 }
 
 // memoStripes is how many parts a memo is split into.
@@ -33,14 +33,15 @@ var memoSeed = maphash.MakeSeed()
 
 // stripe is the part of m that holds id, by its hash. It panics, holding
 // nothing, for an id of an interface type that no map could hold.
-func stripe[ID comparable](m *memo, id ID) chan map[any]any {
+func stripe[ID comparable](m *memo, id ID) chan map[tableKey]any {
 	return m.stripes[maphash.Comparable(memoSeed, id)%memoStripes]
 }
 
-// entryKey is an id in its scope.
-type entryKey[ID comparable] struct {
-	scope any
-	id    ID
+// tableKey names a table of a memo's stripe: its Loader (a pointer) and
+// scope. The ids of one scope share a table, so its keys are bare ids.
+type tableKey struct {
+	loader any
+	scope  any
 }
 
 // entry is an id's load in a memo: v and err are written once, with the
@@ -68,8 +69,8 @@ type entry[V any] struct {
 func WithMemo(ctx context.Context) context.Context {
 	m := &memo{}
 	for i := range m.stripes {
-		m.stripes[i] = make(chan map[any]any, 1)
-		m.stripes[i] <- map[any]any{}
+		m.stripes[i] = make(chan map[tableKey]any, 1)
+		m.stripes[i] <- map[tableKey]any{}
 	}
 	return context.WithValue(ctx, memoKey{}, m)
 }
@@ -80,12 +81,14 @@ func memoOf(ctx context.Context) *memo {
 	return m
 }
 
-// table returns l's table in tabs, the memo's, made if it had none.
-func (l *Loader[ID, V]) table(tabs map[any]any) map[entryKey[ID]]*entry[V] {
-	t, ok := tabs[l].(map[entryKey[ID]]*entry[V])
+// table returns l's table of scope in tabs, the memo's, made if it had
+// none. scope must be comparable (checkScope).
+func (l *Loader[ID, V]) table(tabs map[tableKey]any, scope any) map[ID]*entry[V] {
+	k := tableKey{l, scope}
+	t, ok := tabs[k].(map[ID]*entry[V])
 	if !ok {
-		t = map[entryKey[ID]]*entry[V]{}
-		tabs[l] = t
+		t = map[ID]*entry[V]{}
+		tabs[k] = t
 	}
 	return t
 }
@@ -125,16 +128,15 @@ func (l *Loader[ID, V]) claimOne(m *memo, scope any, id ID) (e *entry[V], mine b
 	c := stripe(m, id)
 	tabs := <-c
 	defer func() { c <- tabs }() // even if an id of an interface type panics as a key
-	t := l.table(tabs)
-	k := entryKey[ID]{scope, id}
-	if e, ok := t[k]; ok {
+	t := l.table(tabs, scope)
+	if e, ok := t[id]; ok {
 		if !e.settled && e.done == nil { // its caller waits for it: see await
 			e.done = make(chan struct{})
 		}
 		return e, false
 	}
 	e = &entry[V]{}
-	t[k] = e
+	t[id] = e
 	return e, true
 }
 
@@ -147,10 +149,8 @@ func (l *Loader[ID, V]) settle(m *memo, scope any, id ID, e *entry[V], v V, err 
 	e.v, e.err, e.gaveUp = v, err, gaveUp && err != nil
 	e.settled = true
 	if err != nil && (e.gaveUp || !errors.Is(err, ErrNotFound)) {
-		t := l.table(tabs)
-		k := entryKey[ID]{scope, id}
-		if t[k] == e {
-			delete(t, k)
+		if t := l.table(tabs, scope); t[id] == e {
+			delete(t, id)
 		}
 	}
 	done := e.done
@@ -279,11 +279,10 @@ func (l *Loader[ID, V]) Prime(ctx context.Context, id ID, v V) bool {
 	c := stripe(m, id)
 	tabs := <-c
 	defer func() { c <- tabs }()
-	t := l.table(tabs)
-	k := entryKey[ID]{scope, id}
-	if _, ok := t[k]; ok {
+	t := l.table(tabs, scope)
+	if _, ok := t[id]; ok {
 		return false
 	}
-	t[k] = &entry[V]{settled: true, v: v}
+	t[id] = &entry[V]{settled: true, v: v}
 	return true
 }

@@ -223,9 +223,10 @@ func TestPrime(t *testing.T) {
 	})
 }
 
-// A memo's entries are per loader and per scope. Mutation: table keyed by
-// one constant rather than the loader gives the second loader the first's
-// entry (a type mismatch, or its value).
+// A memo's entries are per loader and per scope. Mutations: tables keyed by
+// one constant rather than the loader give the second loader the first's
+// entry (a type mismatch, or its value); keyed without the scope, globex
+// gets acme's primed value.
 func TestMemoPerLoaderAndScope(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b1, b2 := newBackend(false), newBackend(false)
