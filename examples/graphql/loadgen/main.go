@@ -19,8 +19,9 @@
 // asks for that user's page over and over, and the other clients for other
 // users' pages; it prints the others' median and p99 latency in each mode.
 // With -ferry and -dataloadgen the servers must have been started with
-// -slow-id (the same id as here) for that run; -slow-id 0 skips it. -delay
-// and -calls set the ferry mode's MaxBatchDelay and MaxCallsPerKey.
+// -slow-id (the same id as here) for that run; -slow-id 0 skips it. -delay,
+// -calls and -batch set the ferry mode's MaxBatchDelay, MaxCallsPerKey and
+// MaxBatchSize; -queries picks the queries.
 package main
 
 import (
@@ -71,6 +72,8 @@ func main() {
 	slowClients := flag.Int("slow-clients", 64, "clients of the slow run, the slow one among them")
 	delay := flag.Duration("delay", 0, "the ferry mode's MaxBatchDelay, for servers started here")
 	calls := flag.Int("calls", 0, "the ferry mode's MaxCallsPerKey, for servers started here (0: load's default)")
+	batch := flag.Int("batch", 0, "the ferry mode's MaxBatchSize, for servers started here (0: load's default)")
+	queriesFlag := flag.String("queries", "user page,posts", "the queries to run: user page, posts, or both")
 	flag.Parse()
 	var clients []int
 	for _, s := range strings.Split(*clientsFlag, ",") {
@@ -80,6 +83,13 @@ func main() {
 		}
 		clients = append(clients, n)
 	}
+	var queries []string
+	for _, q := range strings.Split(*queriesFlag, ",") {
+		if q = strings.TrimSpace(q); q != "user page" && q != "posts" {
+			log.Fatalf("loadgen: bad -queries %q: user page, posts", *queriesFlag)
+		}
+		queries = append(queries, q)
+	}
 	ctx := context.Background()
 	var modes, slow [2]target
 	switch {
@@ -87,15 +97,15 @@ func main() {
 		modes = [2]target{{server.Ferry, *ferryURL}, {server.Dataloadgen, *dlgURL}}
 		slow = modes
 	case *dsn != "":
-		modes, slow = startServers(ctx, *dsn, *conns, *slowID, load.Config{MaxBatchDelay: *delay, MaxCallsPerKey: *calls})
+		modes, slow = startServers(ctx, *dsn, *conns, *slowID, load.Config{MaxBatchDelay: *delay, MaxCallsPerKey: *calls, MaxBatchSize: *batch})
 	default:
 		log.Fatal("loadgen: give -dsn (or $DATABASE_URL), or -ferry and -dataloadgen")
 	}
 	sizes := server.Full
 	http.DefaultTransport.(*http.Transport).MaxIdleConnsPerHost = 1024
 
-	fmt.Printf("loadgen: %d rounds of %v per run, clients %v; ferry's MaxBatchDelay %v, MaxCallsPerKey %d (0: %d)\n\n",
-		*rounds, *dur, clients, *delay, *calls, load.DefaultMaxCallsPerKey)
+	fmt.Printf("loadgen: %d rounds of %v per run, clients %v; ferry's MaxBatchDelay %v, MaxCallsPerKey %d (0: %d), MaxBatchSize %d (0: %d)\n\n",
+		*rounds, *dur, clients, *delay, *calls, load.DefaultMaxCallsPerKey, *batch, load.DefaultMaxBatchSize)
 	type cell struct {
 		query   string
 		clients int
@@ -103,7 +113,7 @@ func main() {
 	}
 	results := map[cell][]result{}
 	for r := range *rounds {
-		for _, q := range []string{"user page", "posts"} {
+		for _, q := range queries {
 			for _, n := range clients {
 				order := modes
 				if (r+n)%2 == 1 {
@@ -125,7 +135,7 @@ func main() {
 	}
 	fmt.Println("| query | clients | ferry req/s | dataloadgen req/s | req/s ratio | p50 ratio | p99 ratio | ferry stmt/req | dataloadgen stmt/req | stmt ratio |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for _, q := range []string{"user page", "posts"} {
+	for _, q := range queries {
 		for _, n := range clients {
 			f, d := median(results[cell{q, n, server.Ferry}]), median(results[cell{q, n, server.Dataloadgen}])
 			fmt.Printf("| %s | %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", q, n,
