@@ -20,10 +20,13 @@ import (
 	"github.com/ferrygo/ferry"
 )
 
-// Defaults for the zero fields of Config, chosen for reads.
+// Defaults for the zero fields of Config, chosen for reads. Two fetches per
+// scope is the least that keeps a slow fetch to its own batch; each more
+// adds a fetch per level to a lone request's fan-out. docs/reads.md gives
+// the measurements.
 const (
-	DefaultMaxBatchSize       = 1000  // ids per fetch
-	DefaultMaxCallsPerKey     = 4     // fetches of one scope in flight at once
+	DefaultMaxBatchSize       = 250   // ids per fetch
+	DefaultMaxCallsPerKey     = 2     // fetches of one scope in flight at once
 	DefaultMaxInFlightBatches = 16    // batched fetches in flight across scopes
 	DefaultMaxQueued          = 65536 // ids waiting across scopes
 )
