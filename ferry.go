@@ -28,7 +28,7 @@ type Ferry[K comparable, I, O any] struct {
 	// Immutable after New.
 	call   Call[K, I, O]
 	key    func(I) K
-	check  bool // keys of type K may be NaN or incomparable: see badKey
+	check  bool // keys of type K may be NaN or incomparable: see keycheck.Err
 	weight func(I) int64
 	rank   func(I) int64
 	lim    limits

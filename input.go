@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"sync"
 	"time"
+
+	"github.com/ferrygo/ferry/internal/keycheck"
 )
 
 // This file holds one input on its way: the waiter, filled in on the caller's
@@ -42,7 +44,7 @@ type waiter[K comparable, I, O any] struct {
 func (w *waiter[K, I, O]) prepare(f *Ferry[K, I, O], in I) error {
 	w.in[0], w.key, w.weight, w.rank = in, f.key(in), 1, 0
 	if f.check {
-		if err := badKey(w.key); err != nil {
+		if err := keycheck.Err(w.key, "ferry: key"); err != nil {
 			return err
 		}
 	}
@@ -73,25 +75,6 @@ func mayBeBadKey(t reflect.Type) bool {
 		}
 	}
 	return false
-}
-
-// badKey is an error for a key that no lane can hold: one that is unequal to
-// itself would never be found again, and one of an incomparable dynamic type
-// panics in any map. Either is refused here, on the caller's goroutine.
-func badKey[K comparable](k K) (err error) {
-	switch any(k).(type) { // the common dynamic types of an interface key: no check needed
-	case nil, string, int, int64, int32, uint, uint64, uint32, bool:
-		return nil
-	}
-	defer func() {
-		if recover() != nil {
-			err = fmt.Errorf("ferry: key of type %T is not comparable", k)
-		}
-	}()
-	if k != k {
-		return fmt.Errorf("ferry: key of type %T is not equal to itself (a NaN?)", k)
-	}
-	return nil
 }
 
 // pools are a ferry's pools of what callers use once per input. A value goes

@@ -119,18 +119,11 @@ func New[ID comparable, V any](fetch Fetch[ID, V], cfg Config) (*Loader[ID, V], 
 // scopeKey is the context key of a fetch's scope.
 type scopeKey struct{}
 
-// scoped holds a fetch's scope in its ctx, so that a nil scope is told
-// from none.
-type scoped struct{ scope any }
-
 // ScopeOf returns, inside a fetch, the scope of its batch (what Config.Scope
 // returned for its ids' callers; nil with one scope). Elsewhere it returns
 // nil. It reads ctx.Value and blocks on nothing.
 func ScopeOf(ctx context.Context) any {
-	if s, ok := ctx.Value(scopeKey{}).(scoped); ok {
-		return s.scope
-	}
-	return nil
+	return ctx.Value(scopeKey{})
 }
 
 // call is the ferry's call: one fetch of the batch's distinct ids, and each
@@ -148,7 +141,7 @@ func (l *Loader[ID, V]) call(ctx context.Context, scope any, reqs []req[ID]) ([]
 			}
 		}
 	}
-	m, err := l.fetch(context.WithValue(ctx, scopeKey{}, scoped{scope}), ids)
+	m, err := l.fetch(context.WithValue(ctx, scopeKey{}, scope), ids)
 	if err != nil {
 		return nil, err
 	}

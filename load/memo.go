@@ -3,13 +3,13 @@ package load
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/maphash"
 
 	"github.com/ferrygo/ferry"
+	"github.com/ferrygo/ferry/internal/keycheck"
 )
 
-// This file is the per-request memo: a map per loader from (scope, id) to
+// This file is the per-request memo: a map per loader and scope from id to
 // an entry, loaded or loading. The maps are held in a channel of capacity
 // 1 that a caller takes, changes and puts back: a request's concurrent
 // resolvers share them without a lock.
@@ -82,7 +82,7 @@ func memoOf(ctx context.Context) *memo {
 }
 
 // table returns l's table of scope in tabs, the memo's, made if it had
-// none. scope must be comparable (checkScope).
+// none. scope must pass checkScope.
 func (l *Loader[ID, V]) table(tabs map[tableKey]any, scope any) map[ID]*entry[V] {
 	k := tableKey{l, scope}
 	t, ok := tabs[k].(map[ID]*entry[V])
@@ -93,19 +93,9 @@ func (l *Loader[ID, V]) table(tabs map[tableKey]any, scope any) map[ID]*entry[V]
 	return t
 }
 
-// checkScope refuses a scope that no map could hold as a key: not
-// comparable, or not equal to itself.
-func checkScope(scope any) (err error) {
-	defer func() {
-		if recover() != nil {
-			err = fmt.Errorf("load: scope of type %T is not comparable", scope)
-		}
-	}()
-	if scope != scope {
-		return fmt.Errorf("load: scope of type %T is not equal to itself (a NaN?)", scope)
-	}
-	return nil
-}
+// checkScope refuses a scope that no map could hold as a key, as the
+// ferry refuses such a key: the memo's tables are keyed on it first.
+func checkScope(scope any) error { return keycheck.Err(scope, "load: scope") }
 
 // claim finds the entries of ids in m, and makes those it lacks: mine
 // lists the indexes of ids whose entries it made, which the caller must
