@@ -476,8 +476,9 @@ func TestCallsPerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBackend(true)
 		l := newLoader(t, b, Config{})
+		const n = 7 // Loads, more than DefaultMaxCallsPerKey
 		var cs []chan answer
-		for id := range 7 {
+		for id := range n {
 			cs = append(cs, load(context.Background(), l, id))
 			synctest.Wait()
 		}
@@ -491,7 +492,7 @@ func TestCallsPerKey(t *testing.T) {
 		calls = b.seen()
 		require.Len(t, calls, DefaultMaxCallsPerKey+1)
 		var rest []int // the ids that waited
-		for id := DefaultMaxCallsPerKey; id < 7; id++ {
+		for id := DefaultMaxCallsPerKey; id < n; id++ {
 			rest = append(rest, id)
 		}
 		assert.ElementsMatch(t, rest, calls[DefaultMaxCallsPerKey].ids)

@@ -31,10 +31,11 @@ const memoStripes = 16
 // memoSeed is the seed of the ids' hash, for every memo.
 var memoSeed = maphash.MakeSeed()
 
-// stripe is the part of m that holds id, by its hash. It panics, holding
-// nothing, for an id of an interface type that no map could hold.
-func stripe[ID comparable](m *memo, id ID) chan map[tableKey]any {
-	return m.stripes[maphash.Comparable(memoSeed, id)%memoStripes]
+// stripeOf is the index of the part of a memo that holds id, by its hash.
+// It panics, holding nothing, for an id of an interface type that no map
+// could hold.
+func stripeOf[ID comparable](id ID) uint8 {
+	return uint8(maphash.Comparable(memoSeed, id) % memoStripes)
 }
 
 // tableKey names a table of a memo's stripe: its Loader (a pointer) and
@@ -49,9 +50,11 @@ type tableKey struct {
 // by the first Load that waits for it, with the tables in hand, and closed as
 // the entry settles: an id loaded once makes no channel. gaveUp says that its
 // loader's ctx ended first, so that those waiting for it load the id
-// themselves.
+// themselves. stripe is the part of the memo that holds it, so that settle
+// need not hash its id again.
 type entry[V any] struct {
 	done    chan struct{}
+	stripe  uint8
 	settled bool
 	v       V
 	err     error
@@ -115,7 +118,8 @@ func (l *Loader[ID, V]) claim(m *memo, scope any, ids []ID) (es []*entry[V], min
 // claimOne is claim for one id, without claim's slices: mine says that
 // it made e, which the caller must settle.
 func (l *Loader[ID, V]) claimOne(m *memo, scope any, id ID) (e *entry[V], mine bool) {
-	c := stripe(m, id)
+	i := stripeOf(id)
+	c := m.stripes[i]
 	tabs := <-c
 	defer func() { c <- tabs }() // even if an id of an interface type panics as a key
 	t := l.table(tabs, scope)
@@ -125,7 +129,7 @@ func (l *Loader[ID, V]) claimOne(m *memo, scope any, id ID) (e *entry[V], mine b
 		}
 		return e, false
 	}
-	e = &entry[V]{}
+	e = &entry[V]{stripe: i}
 	t[id] = e
 	return e, true
 }
@@ -134,7 +138,7 @@ func (l *Loader[ID, V]) claimOne(m *memo, scope any, id ID) (e *entry[V], mine b
 // it out of m unless it is kept: a value, or not found. gaveUp says that
 // the claimer's ctx ended before the answer.
 func (l *Loader[ID, V]) settle(m *memo, scope any, id ID, e *entry[V], v V, err error, gaveUp bool) {
-	c := stripe(m, id)
+	c := m.stripes[e.stripe]
 	tabs := <-c
 	e.v, e.err, e.gaveUp = v, err, gaveUp && err != nil
 	e.settled = true
@@ -266,13 +270,14 @@ func (l *Loader[ID, V]) Prime(ctx context.Context, id ID, v V) bool {
 	if checkScope(scope) != nil {
 		return false
 	}
-	c := stripe(m, id)
+	i := stripeOf(id)
+	c := m.stripes[i]
 	tabs := <-c
 	defer func() { c <- tabs }()
 	t := l.table(tabs, scope)
 	if _, ok := t[id]; ok {
 		return false
 	}
-	t[id] = &entry[V]{settled: true, v: v}
+	t[id] = &entry[V]{stripe: i, settled: true, v: v}
 	return true
 }
